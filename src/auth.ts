@@ -1,0 +1,33 @@
+import type { FastifyRequest } from 'fastify'
+import { hashKey } from './config.ts'
+import { GatewayError } from './errors.ts'
+import type { Account, AccountStore } from './store/types.ts'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    account: Account
+  }
+}
+
+const bearer = /^Bearer\s+(\S+)\s*$/i
+
+/**
+ * Bearer auth by hash lookup: the key is hashed and the hash looked up, so no key is ever compared
+ * character by character or kept in plain text. Neither the key nor the header is ever logged.
+ */
+export async function authenticate(request: FastifyRequest, accounts: AccountStore): Promise<Account> {
+  const header = request.headers.authorization
+  if (header === undefined || header === '') {
+    throw new GatewayError(
+      401,
+      'authentication_error',
+      'missing_api_key',
+      'missing API key: send Authorization: Bearer <key>',
+    )
+  }
+  const m = bearer.exec(header)
+  const key = m?.[1]
+  const account = key === undefined || key.length > 512 ? null : await accounts.findByKeyHash(hashKey(key))
+  if (!account) throw new GatewayError(401, 'authentication_error', 'invalid_api_key', 'invalid API key')
+  return account
+}

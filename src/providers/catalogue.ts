@@ -1,0 +1,89 @@
+import type { ProviderKind } from './types.ts'
+import type { ModelConfig } from '../config.ts'
+
+// Providers that zero-config enables when their key variable is set, and the models each brings.
+// Groq, DeepSeek, Mistral and Together speak the OpenAI protocol: they are entries here, not code.
+
+export interface BuiltinProvider {
+  name: string
+  kind: ProviderKind
+  /** Environment variable holding the key; absent for providers that need none. */
+  keyEnv?: string
+  baseUrlEnv?: string
+  baseUrl: string
+}
+
+export const builtinProviders: readonly BuiltinProvider[] = [
+  { name: 'mock', kind: 'mock', baseUrl: 'mock://local' },
+  {
+    name: 'openai',
+    kind: 'openai-compat',
+    keyEnv: 'OPENAI_API_KEY',
+    baseUrlEnv: 'OPENAI_BASE_URL',
+    baseUrl: 'https://api.openai.com/v1',
+  },
+  {
+    name: 'groq',
+    kind: 'openai-compat',
+    keyEnv: 'GROQ_API_KEY',
+    baseUrlEnv: 'GROQ_BASE_URL',
+    baseUrl: 'https://api.groq.com/openai/v1',
+  },
+  {
+    name: 'deepseek',
+    kind: 'openai-compat',
+    keyEnv: 'DEEPSEEK_API_KEY',
+    baseUrlEnv: 'DEEPSEEK_BASE_URL',
+    baseUrl: 'https://api.deepseek.com/v1',
+  },
+  {
+    name: 'mistral',
+    kind: 'openai-compat',
+    keyEnv: 'MISTRAL_API_KEY',
+    baseUrlEnv: 'MISTRAL_BASE_URL',
+    baseUrl: 'https://api.mistral.ai/v1',
+  },
+  {
+    name: 'together',
+    kind: 'openai-compat',
+    keyEnv: 'TOGETHER_API_KEY',
+    baseUrlEnv: 'TOGETHER_BASE_URL',
+    baseUrl: 'https://api.together.xyz/v1',
+  },
+]
+
+const chat = (provider: string, upstreamModel: string): ModelConfig => ({
+  slug: `${provider}/${upstreamModel}`,
+  provider,
+  upstreamModel,
+  type: 'chat',
+})
+const embedding = (provider: string, upstreamModel: string): ModelConfig => ({
+  ...chat(provider, upstreamModel),
+  type: 'embedding',
+})
+
+export const builtinModels: readonly ModelConfig[] = [
+  chat('mock', 'chat'),
+  embedding('mock', 'embed'),
+  chat('openai', 'gpt-5'),
+  chat('openai', 'gpt-5-mini'),
+  chat('openai', 'gpt-5-nano'),
+  chat('openai', 'gpt-4.1'),
+  chat('openai', 'gpt-4.1-mini'),
+  chat('openai', 'gpt-4.1-nano'),
+  chat('openai', 'gpt-4o'),
+  chat('openai', 'gpt-4o-mini'),
+  chat('openai', 'o3'),
+  chat('openai', 'o4-mini'),
+  embedding('openai', 'text-embedding-3-small'),
+  embedding('openai', 'text-embedding-3-large'),
+  chat('groq', 'llama-3.3-70b-versatile'),
+  chat('groq', 'llama-3.1-8b-instant'),
+  chat('deepseek', 'deepseek-chat'),
+  chat('deepseek', 'deepseek-reasoner'),
+  chat('mistral', 'mistral-large-latest'),
+  chat('mistral', 'mistral-small-latest'),
+  embedding('mistral', 'mistral-embed'),
+  chat('together', 'meta-llama/Llama-3.3-70B-Instruct-Turbo'),
+]

@@ -1,0 +1,128 @@
+import type { ChatChunk, ProviderAdapter, UpstreamCall } from '../types.ts'
+import { GatewayError } from '../../errors.ts'
+import { readSse } from '../../sse.ts'
+import {
+  fromNetworkError,
+  headerValue,
+  malformedUpstream,
+  postUpstream,
+  readJson,
+  readLimited,
+  type UpstreamResponse,
+} from '../http.ts'
+import { fromOpenAIError } from './errors.ts'
+import { toOpenAIChatRequest, toOpenAIEmbeddingsRequest } from './request.ts'
+import { fromOpenAIChunk, fromOpenAICompletion, fromOpenAIEmbeddings } from './response.ts'
+import {
+  openAIChunkSchema,
+  openAICompletionSchema,
+  openAIEmbeddingsSchema,
+  openAIErrorBodySchema,
+} from './wire.ts'
+
+function authHeaders(call: UpstreamCall): Record<string, string> {
+  return call.upstream.apiKey ? { authorization: `Bearer ${call.upstream.apiKey}` } : {}
+}
+
+async function post(
+  call: UpstreamCall,
+  path: string,
+  payload: unknown,
+  accept: string,
+): Promise<UpstreamResponse> {
+  const res = await postUpstream(
+    call,
+    `${call.upstream.baseUrl}${path}`,
+    { ...authHeaders(call), accept },
+    payload,
+  )
+  if (res.status >= 200 && res.status < 300) return res
+  let text = ''
+  try {
+    text = await readLimited(res.body)
+  } catch {
+    // The status alone decides the mapping.
+  }
+  call.log.warn({ provider: call.upstream.name, status: res.status }, 'upstream returned an error')
+  throw fromOpenAIError(call.upstream.name, res.status, text, headerValue(res.headers, 'retry-after'), [
+    call.upstream.apiKey,
+  ])
+}
+
+export function createOpenAICompatAdapter(now: () => number = Date.now): ProviderAdapter {
+  return {
+    async chat(req, call) {
+      const body = toOpenAIChatRequest(
+        { ...req, stream: false, stream_options: undefined },
+        call.upstreamModel,
+      )
+      delete body.stream_options
+      const res = await post(call, '/chat/completions', body, 'application/json')
+      const parsed = openAICompletionSchema.safeParse(await readJson(call, res.body))
+      if (!parsed.success) throw malformedUpstream(call, 'response is not a chat completion', parsed.error)
+      return fromOpenAICompletion(parsed.data, now())
+    },
+
+    async *chatStream(req, call): AsyncGenerator<ChatChunk> {
+      const res = await post(
+        call,
+        '/chat/completions',
+        toOpenAIChatRequest(req, call.upstreamModel),
+        'text/event-stream',
+      )
+      let done = false
+      let finished = false
+      try {
+        for await (const event of readSse(res.body)) {
+          if (event.data === '[DONE]') {
+            done = true
+            break
+          }
+          let json: unknown
+          try {
+            json = JSON.parse(event.data)
+          } catch (err) {
+            throw malformedUpstream(call, 'stream event is not valid JSON', err)
+          }
+          const upstreamError = openAIErrorBodySchema.safeParse(json)
+          if (upstreamError.success) {
+            throw new GatewayError(
+              502,
+              'upstream_error',
+              'upstream_error',
+              `upstream ${call.upstream.name} failed mid-stream`,
+              {
+                retryable: true,
+                cause: json,
+              },
+            )
+          }
+          const chunk = openAIChunkSchema.safeParse(json)
+          if (!chunk.success)
+            throw malformedUpstream(call, 'stream event is not a chat completion chunk', chunk.error)
+          if (chunk.data.choices.some((c) => c.finish_reason)) finished = true
+          yield fromOpenAIChunk(chunk.data, now())
+        }
+      } catch (err) {
+        throw fromNetworkError(err, call)
+      } finally {
+        // Leaving early (client gone, error) must release the upstream connection now.
+        if (!done) res.body.destroy()
+      }
+      // Some servers omit [DONE] after a complete answer; a stream that stops before any finish_reason was cut.
+      if (!done && !finished) throw malformedUpstream(call, 'stream ended before the answer was complete')
+    },
+
+    async embed(req, call) {
+      const res = await post(
+        call,
+        '/embeddings',
+        toOpenAIEmbeddingsRequest(req, call.upstreamModel),
+        'application/json',
+      )
+      const parsed = openAIEmbeddingsSchema.safeParse(await readJson(call, res.body))
+      if (!parsed.success) throw malformedUpstream(call, 'response is not an embeddings list', parsed.error)
+      return fromOpenAIEmbeddings(parsed.data, req.model)
+    },
+  }
+}

@@ -1,0 +1,72 @@
+import type { ChatChunk, ChatCompletion, EmbeddingsResponse, FinishReason } from '../types.ts'
+import type { OpenAIChunk, OpenAICompletion } from './wire.ts'
+import type { z } from 'zod'
+import type { openAIEmbeddingsSchema } from './wire.ts'
+
+const finishReasons = new Set<FinishReason>([
+  'stop',
+  'length',
+  'tool_calls',
+  'content_filter',
+  'function_call',
+])
+
+/** Providers invent their own reasons (e.g. `eos`); anything unknown that ended normally is `stop`. */
+export function toFinishReason(r: string | null | undefined): FinishReason | null {
+  if (r === null || r === undefined) return null
+  return finishReasons.has(r as FinishReason) ? (r as FinishReason) : 'stop'
+}
+
+/** DeepSeek and vLLM send reasoning as `reasoning_content`; Junction's field is `reasoning`. */
+function liftReasoning<T extends Record<string, unknown>>(m: T): T {
+  if (typeof m.reasoning_content === 'string' && m.reasoning === undefined) {
+    const { reasoning_content, ...rest } = m
+    return { ...rest, reasoning: reasoning_content } as unknown as T
+  }
+  return m
+}
+
+export function fromOpenAICompletion(c: OpenAICompletion, now: number): ChatCompletion {
+  return {
+    ...c,
+    id: c.id ?? '',
+    object: 'chat.completion',
+    created: c.created ?? Math.floor(now / 1000),
+    model: c.model ?? '',
+    choices: c.choices.map((ch) => ({
+      ...ch,
+      message: { ...liftReasoning(ch.message), role: 'assistant', content: ch.message.content ?? null },
+      logprobs: ch.logprobs ?? null,
+      finish_reason: toFinishReason(ch.finish_reason),
+    })),
+    usage: c.usage ?? undefined,
+  } as ChatCompletion
+}
+
+export function fromOpenAIChunk(c: OpenAIChunk, now: number): ChatChunk {
+  return {
+    ...c,
+    id: c.id ?? '',
+    object: 'chat.completion.chunk',
+    created: c.created ?? Math.floor(now / 1000),
+    model: c.model ?? '',
+    choices: c.choices.map((ch) => ({
+      ...ch,
+      delta: liftReasoning(ch.delta ?? {}),
+      finish_reason: toFinishReason(ch.finish_reason),
+    })),
+  } as ChatChunk
+}
+
+export function fromOpenAIEmbeddings(
+  r: z.infer<typeof openAIEmbeddingsSchema>,
+  model: string,
+): EmbeddingsResponse {
+  return {
+    ...r,
+    object: 'list',
+    data: r.data.map((d) => ({ ...d, object: 'embedding' as const })),
+    model,
+    usage: r.usage ?? { prompt_tokens: 0, total_tokens: 0 },
+  }
+}

@@ -1,0 +1,54 @@
+import { Agent, type Dispatcher } from 'undici'
+import type { Config } from '../config.ts'
+import type { ProviderAdapter, ProviderKind, UpstreamConfig } from './types.ts'
+import { createMockAdapter } from './mock/adapter.ts'
+import { createOpenAICompatAdapter } from './openai-compat/adapter.ts'
+
+export interface Provider {
+  config: UpstreamConfig
+  adapter: ProviderAdapter
+  /** Keep-alive pools for this provider's origin; absent for the mock. */
+  dispatcher?: Dispatcher
+}
+
+export interface ProviderRegistry {
+  get(name: string): Provider | undefined
+  close(): Promise<void>
+}
+
+export interface RegistryOptions {
+  now?: () => number
+}
+
+function createAdapter(kind: ProviderKind, now: () => number): ProviderAdapter {
+  switch (kind) {
+    case 'openai-compat':
+      return createOpenAICompatAdapter(now)
+    case 'mock':
+      return createMockAdapter({ now })
+  }
+}
+
+export function createProviderRegistry(config: Config, options: RegistryOptions = {}): ProviderRegistry {
+  const now = options.now ?? Date.now
+  const providers = new Map<string, Provider>()
+  for (const p of Object.values(config.providers)) {
+    const dispatcher =
+      p.kind === 'mock'
+        ? undefined
+        : new Agent({
+            connections: p.maxConnections,
+            keepAliveTimeout: 30_000,
+            connect: { timeout: p.timeouts.connectMs },
+            headersTimeout: p.timeouts.firstByteMs,
+            bodyTimeout: p.timeouts.idleMs,
+          })
+    providers.set(p.name, { config: p, adapter: createAdapter(p.kind, now), dispatcher })
+  }
+  return {
+    get: (name) => providers.get(name),
+    async close() {
+      await Promise.all([...providers.values()].map((p) => p.dispatcher?.close()))
+    },
+  }
+}

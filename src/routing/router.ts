@@ -1,0 +1,56 @@
+import type { Config, ModelConfig, ModelType } from '../config.ts'
+import { GatewayError } from '../errors.ts'
+import type { Provider, ProviderRegistry } from '../providers/registry.ts'
+
+export interface Route {
+  model: ModelConfig
+  provider: Provider
+}
+
+export interface Router {
+  /** The provider that serves `slug`; 404 for an unknown slug, 400 for a model of another type. */
+  resolve(slug: string, type: ModelType): Route
+  models(): readonly ModelConfig[]
+}
+
+export function createRouter(config: Config, registry: ProviderRegistry): Router {
+  const bySlug = new Map(config.models.map((m) => [m.slug, m]))
+  return {
+    resolve(slug, type) {
+      const model = bySlug.get(slug)
+      if (!model) {
+        throw new GatewayError(
+          404,
+          'not_found_error',
+          'model_not_found',
+          `model ${JSON.stringify(slug)} does not exist`,
+          {
+            param: 'model',
+          },
+        )
+      }
+      if (model.type !== type) {
+        throw new GatewayError(
+          400,
+          'invalid_request_error',
+          'invalid_value',
+          `model ${slug} is a ${model.type} model, not a ${type} model`,
+          {
+            param: 'model',
+          },
+        )
+      }
+      const provider = registry.get(model.provider)
+      if (!provider) {
+        throw new GatewayError(
+          503,
+          'service_unavailable',
+          'no_available_provider',
+          `no provider is configured for ${slug}`,
+        )
+      }
+      return { model, provider }
+    },
+    models: () => config.models,
+  }
+}

@@ -1,0 +1,40 @@
+import { createParser, type EventSourceMessage } from 'eventsource-parser'
+
+// The only SSE framing code: upstream bytes → events, and Junction's chunks → bytes.
+
+export type SseEvent = EventSourceMessage
+
+/** Largest single SSE event accepted from an upstream; a bigger one is a broken or hostile stream. */
+const MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+/**
+ * Parses an SSE byte stream into events as they arrive (nothing is buffered beyond one event).
+ * Events are yielded in order; a malformed-line error ends the iteration with a throw.
+ */
+export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseEvent> {
+  const pending: SseEvent[] = []
+  let failure: Error | undefined
+  const parser = createParser({
+    maxBufferSize: MAX_EVENT_BYTES,
+    onEvent: (e) => pending.push(e),
+    onError: (err) => {
+      failure = err
+    },
+  })
+  const decoder = new TextDecoder()
+  for await (const bytes of body) {
+    parser.feed(typeof bytes === 'string' ? bytes : decoder.decode(bytes, { stream: true }))
+    if (failure) throw failure
+    while (pending.length > 0) yield pending.shift() as SseEvent
+  }
+  parser.feed(decoder.decode())
+  // A last event without its blank line is incomplete: the spec says to drop it, and so do we.
+  while (pending.length > 0) yield pending.shift() as SseEvent
+}
+
+export const SSE_DONE = 'data: [DONE]\n\n'
+export const SSE_KEEP_ALIVE = ': keep-alive\n\n'
+
+export function sseData(value: unknown): string {
+  return `data: ${JSON.stringify(value)}\n\n`
+}
