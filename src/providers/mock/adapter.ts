@@ -1,0 +1,68 @@
+import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
+import { mockChatChunks, mockChatCompletion, mockEmbeddings } from './reply.ts'
+
+export interface MockAdapterOptions {
+  /** Epoch milliseconds; `created` is derived from it. */
+  now?: () => number
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('This operation was aborted', 'AbortError')
+}
+
+/** Waits `ms` (0 → one turn of the event loop); rejects with the signal's reason once it aborts. */
+function delay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(abortReason(signal))
+      return
+    }
+    const onAbort = (): void => {
+      cancel()
+      reject(abortReason(signal))
+    }
+    const done = (): void => {
+      signal.removeEventListener('abort', onAbort)
+      resolve()
+    }
+    let cancel: () => void
+    if (ms > 0) {
+      const timer = setTimeout(done, ms)
+      cancel = () => clearTimeout(timer)
+    } else {
+      const immediate = setImmediate(done)
+      cancel = () => clearImmediate(immediate)
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+/**
+ * The `mock` provider: no network, no key. Each call waits `call.upstream.latencyMs`, then answers
+ * with `call.upstreamModel` as the model. A stream spaces its chunks `latencyMs / 10` apart.
+ */
+export function createMockAdapter(options: MockAdapterOptions = {}): ProviderAdapter {
+  const now = options.now ?? Date.now
+
+  async function* chatStream(req: ChatRequest, call: UpstreamCall): AsyncGenerator<ChatChunk> {
+    const { latencyMs } = call.upstream
+    await delay(latencyMs, call.signal)
+    const chunks = mockChatChunks(req, call.upstreamModel, now())
+    for (const [i, chunk] of chunks.entries()) {
+      if (i > 0) await delay(latencyMs / 10, call.signal)
+      yield chunk
+    }
+  }
+
+  return {
+    async chat(req, call) {
+      await delay(call.upstream.latencyMs, call.signal)
+      return mockChatCompletion(req, call.upstreamModel, now())
+    },
+    chatStream,
+    async embed(req, call) {
+      await delay(call.upstream.latencyMs, call.signal)
+      return mockEmbeddings(req, call.upstreamModel)
+    },
+  }
+}

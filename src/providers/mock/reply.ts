@@ -1,0 +1,423 @@
+import { createHash } from 'node:crypto'
+import { GatewayError } from '../../errors.ts'
+import type {
+  ChatChunk,
+  ChatCompletion,
+  ChatMessage,
+  ChatRequest,
+  EmbeddingsRequest,
+  EmbeddingsResponse,
+  FinishReason,
+  FunctionTool,
+  ToolCall,
+  Usage,
+} from '../types.ts'
+
+// The built-in `mock` provider: answers computed from the request alone, so the gateway runs (and
+// tests run) with no keys and no network. Same request → byte-identical answer, except `created`.
+
+/** The fixed tail of every text reply; its common words ("fox", "the", "and") make handy stop strings. */
+export const MOCK_REPLY_TAIL = 'The quick brown fox jumps over the lazy dog, and that is all.'
+export const MOCK_SYSTEM_FINGERPRINT = 'junction-mock'
+export const DEFAULT_EMBEDDING_DIMENSIONS = 256
+export const MAX_EMBEDDING_DIMENSIONS = 4096
+
+const QUOTED_CHARS = 60
+const TOKENS_PER_CHUNK = 2
+const ARGUMENT_PIECES = 3
+
+// A token is a run of letters, marks, digits or `_`, or any single other non-space character.
+const TOKEN = /[\p{L}\p{M}\p{N}_]+|[^\p{L}\p{M}\p{N}_\s]/gu
+
+/**
+ * The mock's token count: words (runs of letters, digits, `_`) plus each punctuation or symbol
+ * character on its own; whitespace counts nothing. `countTokens('Hi, there!') === 4`.
+ * Used alike for prompts, completions and embedding inputs.
+ */
+export function countTokens(text: string): number {
+  return text.match(TOKEN)?.length ?? 0
+}
+
+/** End offsets (exclusive) of each token of `text`, in order. */
+function tokenEnds(text: string): number[] {
+  return Array.from(text.matchAll(TOKEN), (m) => m.index + m[0].length)
+}
+
+function hexDigest(value: unknown, length: number): string {
+  return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, length)
+}
+
+function messageText(message: ChatMessage): string {
+  const { content } = message
+  if (typeof content === 'string') return content
+  if (!Array.isArray(content)) return ''
+  return content
+    .flatMap((part) => (part.type === 'text' && typeof part.text === 'string' ? [part.text] : []))
+    .join(' ')
+}
+
+/** Prompt tokens: the text of every message plus the name and arguments of each tool call it carries. */
+function countPromptTokens(messages: ChatMessage[]): number {
+  let total = 0
+  for (const message of messages) {
+    total += countTokens(messageText(message))
+    for (const call of message.tool_calls ?? []) {
+      total += countTokens(call.function.name) + countTokens(call.function.arguments)
+    }
+  }
+  return total
+}
+
+function defaultReplyText(messages: ChatMessage[]): string {
+  const lastUser = messages.findLast((m) => m.role === 'user')
+  const text = lastUser === undefined ? '' : messageText(lastUser).replace(/\s+/g, ' ').trim()
+  // Slice by code points so a surrogate pair is never split.
+  const quoted = Array.from(text).slice(0, QUOTED_CHARS).join('')
+  return `Mock reply to "${quoted}": ${MOCK_REPLY_TAIL}`
+}
+
+function stopStrings(stop: ChatRequest['stop']): string[] {
+  if (stop === undefined || stop === null) return []
+  return (typeof stop === 'string' ? [stop] : stop).filter((s) => s !== '')
+}
+
+function maxTokens(req: ChatRequest): number | undefined {
+  return req.max_completion_tokens ?? req.max_tokens ?? undefined
+}
+
+/** Cut at the earliest stop string, then at the token limit; whichever bites first sets the finish reason. */
+function limitText(text: string, req: ChatRequest): { content: string; finish: FinishReason } {
+  let content = text
+  const cuts = stopStrings(req.stop)
+    .map((s) => content.indexOf(s))
+    .filter((i) => i >= 0)
+  if (cuts.length > 0) content = content.slice(0, Math.min(...cuts))
+  let finish: FinishReason = 'stop'
+  const limit = maxTokens(req)
+  if (limit !== undefined) {
+    const ends = tokenEnds(content)
+    if (ends.length > limit) {
+      content = limit <= 0 ? '' : content.slice(0, ends[limit - 1])
+      finish = 'length'
+    }
+  }
+  return { content, finish }
+}
+
+function functionTools(req: ChatRequest): FunctionTool[] {
+  return (req.tools ?? []).filter(
+    (t): t is FunctionTool => t.type === 'function' && typeof (t as FunctionTool).function?.name === 'string',
+  )
+}
+
+/** The tool the request forces a call to, or undefined when the model may answer with text. */
+function forcedTool(req: ChatRequest): FunctionTool | undefined {
+  const tools = functionTools(req)
+  const choice = req.tool_choice
+  if (choice === undefined || choice === 'none' || choice === 'auto') return undefined
+  if (choice === 'required') return tools[0]
+  if (choice.type === 'function') {
+    const tool = tools.find((t) => t.function.name === choice.function.name)
+    if (tool === undefined) {
+      throw new GatewayError(
+        400,
+        'invalid_request_error',
+        'invalid_value',
+        `tool_choice names function '${choice.function.name}', which is not in tools`,
+        { param: 'tool_choice' },
+      )
+    }
+    return tool
+  }
+  if (choice.type === 'allowed_tools' && choice.allowed_tools.mode === 'required') {
+    const allowed = new Set(choice.allowed_tools.tools.flatMap(allowedToolName))
+    return tools.find((t) => allowed.has(t.function.name)) ?? tools[0]
+  }
+  // Custom tools are not mocked: a named custom choice gets a text answer.
+  return undefined
+}
+
+function allowedToolName(entry: Record<string, unknown>): string[] {
+  const fn = entry.function as { name?: unknown } | undefined
+  if (typeof fn?.name === 'string') return [fn.name]
+  return typeof entry.name === 'string' ? [entry.name] : []
+}
+
+/**
+ * A sample value for a JSON schema: string → "mock", number/integer → 1, boolean → true, enum or
+ * const → that value, object → its required properties filled in, array → [], null → null.
+ */
+export function sampleFromSchema(schema: unknown): unknown {
+  if (typeof schema !== 'object' || schema === null) return null
+  const s = schema as Record<string, unknown>
+  if ('const' in s) return s.const
+  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0]
+  for (const key of ['anyOf', 'oneOf', 'allOf'] as const) {
+    const branches = s[key]
+    if (Array.isArray(branches) && branches.length > 0) return sampleFromSchema(branches[0])
+  }
+  // `type: ['string', 'null']`: the first non-null type.
+  const types = Array.isArray(s.type) ? s.type : [s.type]
+  const type =
+    types.find((t) => t !== 'null') ?? types[0] ?? (s.properties === undefined ? undefined : 'object')
+  switch (type) {
+    case 'string':
+      return 'mock'
+    case 'number':
+    case 'integer':
+      return 1
+    case 'boolean':
+      return true
+    case 'array':
+      return []
+    case 'object': {
+      const properties = (s.properties ?? {}) as Record<string, unknown>
+      const required = Array.isArray(s.required) ? s.required.filter((k) => typeof k === 'string') : []
+      const out: Record<string, unknown> = {}
+      for (const key of required) out[key] = sampleFromSchema(properties[key])
+      return out
+    }
+    default:
+      return null
+  }
+}
+
+interface MockReply {
+  id: string
+  content: string | null
+  toolCall: ToolCall | undefined
+  finish: FinishReason
+  usage: Usage
+}
+
+function buildReply(req: ChatRequest, model: string): MockReply {
+  // Hash only what shapes the answer, so the blocking and the streamed request get the same id.
+  const seed = {
+    model,
+    messages: req.messages,
+    tools: req.tools,
+    tool_choice: req.tool_choice,
+    stop: req.stop,
+    max: maxTokens(req),
+  }
+  const id = `mockcmpl-${hexDigest(seed, 24)}`
+  const promptTokens = countPromptTokens(req.messages)
+  const tool = forcedTool(req)
+  if (tool !== undefined) {
+    const args = JSON.stringify(sampleFromSchema(tool.function.parameters ?? { type: 'object' }) ?? {})
+    const toolCall: ToolCall = {
+      id: `call_${hexDigest({ seed, tool: tool.function.name }, 24)}`,
+      type: 'function',
+      function: { name: tool.function.name, arguments: args },
+    }
+    const completionTokens = countTokens(tool.function.name) + countTokens(args)
+    return { id, content: null, toolCall, finish: 'tool_calls', usage: usage(promptTokens, completionTokens) }
+  }
+  const { content, finish } = limitText(defaultReplyText(req.messages), req)
+  return { id, content, toolCall: undefined, finish, usage: usage(promptTokens, countTokens(content)) }
+}
+
+function usage(prompt: number, completion: number): Usage {
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: 0,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  }
+}
+
+/** `now` is epoch milliseconds; `created` is whole seconds. */
+function toCreated(now: number): number {
+  return Math.floor(now / 1000)
+}
+
+/**
+ * The blocking answer. Throws GatewayError 400 (param `tool_choice`) when a named function choice
+ * names a function that is not in `tools`.
+ */
+export function mockChatCompletion(req: ChatRequest, model: string, now: number): ChatCompletion {
+  const reply = buildReply(req, model)
+  return {
+    id: reply.id,
+    object: 'chat.completion',
+    created: toCreated(now),
+    model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: reply.content,
+          refusal: null,
+          annotations: [],
+          ...(reply.toolCall === undefined ? {} : { tool_calls: [reply.toolCall] }),
+        },
+        logprobs: null,
+        finish_reason: reply.finish,
+      },
+    ],
+    usage: reply.usage,
+    system_fingerprint: MOCK_SYSTEM_FINGERPRINT,
+  }
+}
+
+/** Splits text after every TOKENS_PER_CHUNK tokens; the pieces concatenate back to `text`. */
+function splitText(text: string): string[] {
+  const ends = tokenEnds(text)
+  const pieces: string[] = []
+  let start = 0
+  for (let i = TOKENS_PER_CHUNK - 1; i < ends.length - 1; i += TOKENS_PER_CHUNK) {
+    const end = ends[i] as number
+    pieces.push(text.slice(start, end))
+    start = end
+  }
+  if (start < text.length) pieces.push(text.slice(start))
+  return pieces
+}
+
+/** Splits a string into up to ARGUMENT_PIECES pieces, at least 2 when it has 2 characters or more. */
+function splitArguments(args: string): string[] {
+  const size = Math.max(1, Math.ceil(args.length / ARGUMENT_PIECES))
+  const pieces: string[] = []
+  for (let i = 0; i < args.length; i += size) pieces.push(args.slice(i, i + size))
+  return pieces
+}
+
+/**
+ * The same answer as `mockChatCompletion`, as OpenAI-style chunks: a role chunk, the content (or the
+ * tool call) in several deltas, a finish chunk with an empty delta, then always a usage chunk with
+ * `choices: []`. Text content deltas concatenate to the blocking content; for a tool call the role
+ * chunk carries `content: null`, as OpenAI's does.
+ */
+export function mockChatChunks(req: ChatRequest, model: string, now: number): ChatChunk[] {
+  const reply = buildReply(req, model)
+  const created = toCreated(now)
+  const chunk = (
+    delta: ChatChunk['choices'][number]['delta'],
+    finish: FinishReason | null = null,
+  ): ChatChunk => ({
+    id: reply.id,
+    object: 'chat.completion.chunk',
+    created,
+    model,
+    system_fingerprint: MOCK_SYSTEM_FINGERPRINT,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  })
+  const chunks: ChatChunk[] = []
+  const { toolCall } = reply
+  if (toolCall === undefined) {
+    chunks.push(chunk({ role: 'assistant', content: '' }))
+    for (const piece of splitText(reply.content ?? '')) chunks.push(chunk({ content: piece }))
+  } else {
+    chunks.push(chunk({ role: 'assistant', content: null }))
+    chunks.push(
+      chunk({
+        tool_calls: [
+          {
+            index: 0,
+            id: toolCall.id,
+            type: 'function',
+            function: { name: toolCall.function.name, arguments: '' },
+          },
+        ],
+      }),
+    )
+    for (const piece of splitArguments(toolCall.function.arguments)) {
+      chunks.push(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }))
+    }
+  }
+  chunks.push(chunk({}, reply.finish))
+  chunks.push({ ...chunk({}), choices: [], usage: reply.usage })
+  return chunks
+}
+
+/** Each input as text; a token array is the text of its values joined by spaces. */
+function embeddingInputs(input: EmbeddingsRequest['input']): string[] {
+  if (typeof input === 'string') return [input]
+  if (input.length === 0) return []
+  if (input.every((x) => typeof x === 'number')) return [input.join(' ')]
+  return input.map((x) => (Array.isArray(x) ? x.join(' ') : String(x)))
+}
+
+function embeddingDimensions(dimensions: unknown): number {
+  if (dimensions === undefined || dimensions === null) return DEFAULT_EMBEDDING_DIMENSIONS
+  if (
+    typeof dimensions !== 'number' ||
+    !Number.isInteger(dimensions) ||
+    dimensions < 1 ||
+    dimensions > MAX_EMBEDDING_DIMENSIONS
+  ) {
+    throw new GatewayError(
+      400,
+      'invalid_request_error',
+      'invalid_value',
+      `dimensions must be an integer from 1 to ${MAX_EMBEDDING_DIMENSIONS}`,
+      { param: 'dimensions' },
+    )
+  }
+  return dimensions
+}
+
+/** sfc32 seeded with the first 16 bytes of sha256(text): uniform floats in [0, 1). */
+function seededRandom(text: string): () => number {
+  const digest = createHash('sha256').update(text).digest()
+  let a = digest.readUInt32LE(0)
+  let b = digest.readUInt32LE(4)
+  let c = digest.readUInt32LE(8)
+  let d = digest.readUInt32LE(12)
+  return () => {
+    const t = (((a + b) | 0) + d) | 0
+    d = (d + 1) | 0
+    a = b ^ (b >>> 9)
+    b = (c + (c << 3)) | 0
+    c = (c << 21) | (c >>> 11)
+    c = (c + t) | 0
+    return (t >>> 0) / 4294967296
+  }
+}
+
+/** A deterministic unit vector (L2 norm 1), already rounded to float32 so base64 round-trips exactly. */
+export function mockVector(text: string, dimensions: number): number[] {
+  const random = seededRandom(text)
+  const raw = Array.from({ length: dimensions }, () => random() * 2 - 1)
+  const norm = Math.hypot(...raw)
+  // A zero vector has no direction; it cannot happen in practice, but keep the unit-length promise.
+  if (norm === 0) return raw.map((_, i) => (i === 0 ? 1 : 0))
+  return raw.map((x) => Math.fround(x / norm))
+}
+
+/** OpenAI's base64 format: the vector's little-endian float32 bytes. */
+export function toBase64Floats(vector: number[]): string {
+  const bytes = Buffer.alloc(vector.length * 4)
+  vector.forEach((x, i) => bytes.writeFloatLE(x, i * 4))
+  return bytes.toString('base64')
+}
+
+/**
+ * One vector per input. Throws GatewayError 400 (param `dimensions`) unless `dimensions` is an
+ * integer from 1 to MAX_EMBEDDING_DIMENSIONS.
+ */
+export function mockEmbeddings(req: EmbeddingsRequest, model: string): EmbeddingsResponse {
+  const dimensions = embeddingDimensions(req.dimensions)
+  const inputs = embeddingInputs(req.input)
+  const tokens = inputs.reduce((sum, text) => sum + countTokens(text), 0)
+  return {
+    object: 'list',
+    data: inputs.map((text, index) => {
+      const vector = mockVector(text, dimensions)
+      return {
+        object: 'embedding',
+        index,
+        embedding: req.encoding_format === 'base64' ? toBase64Floats(vector) : vector,
+      }
+    }),
+    model,
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  }
+}

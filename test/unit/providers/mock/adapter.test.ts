@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest'
+import { createLogger } from '../../../../src/logger.ts'
+import { createMockAdapter } from '../../../../src/providers/mock/adapter.ts'
+import { mockChatChunks, mockChatCompletion, mockEmbeddings } from '../../../../src/providers/mock/reply.ts'
+import type { ChatChunk, ChatRequest, UpstreamCall } from '../../../../src/providers/types.ts'
+
+const now = 1_700_000_000_000
+const hello: ChatRequest = { model: 'mock/mock-chat', messages: [{ role: 'user', content: 'Hello there' }] }
+
+function makeCall(latencyMs: number, signal: AbortSignal = new AbortController().signal): UpstreamCall {
+  return {
+    upstream: {
+      name: 'mock',
+      kind: 'mock',
+      baseUrl: '',
+      headers: {},
+      timeouts: { connectMs: 1000, firstByteMs: 1000, idleMs: 1000 },
+      latencyMs,
+    },
+    upstreamModel: 'mock-chat',
+    signal,
+    log: createLogger('silent'),
+  }
+}
+
+/** Resolves on the next check phase: after a 0 ms wait of the adapter, before any real timer. */
+const nextImmediate = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+
+async function collect(iterable: AsyncIterable<ChatChunk>): Promise<ChatChunk[]> {
+  const out: ChatChunk[] = []
+  for await (const chunk of iterable) out.push(chunk)
+  return out
+}
+
+describe('createMockAdapter', () => {
+  const adapter = createMockAdapter({ now: () => now })
+
+  it('chat returns the mock completion for the upstream model', async () => {
+    const res = await adapter.chat(hello, makeCall(0))
+    expect(res).toEqual(mockChatCompletion(hello, 'mock-chat', now))
+  })
+
+  it('chatStream yields the mock chunks in order', async () => {
+    const chunks = await collect(adapter.chatStream(hello, makeCall(1)))
+    expect(chunks).toEqual(mockChatChunks(hello, 'mock-chat', now))
+  })
+
+  it('embed returns the mock embeddings', async () => {
+    const req = { model: 'mock/mock-embed', input: ['a', 'b'], dimensions: 4 }
+    const res = await adapter.embed?.(req, makeCall(0))
+    expect(res).toEqual(mockEmbeddings(req, 'mock-chat'))
+  })
+
+  it('uses Date.now when no clock is given', async () => {
+    const before = Math.floor(Date.now() / 1000)
+    const res = await createMockAdapter().chat(hello, makeCall(0))
+    expect(res.created).toBeGreaterThanOrEqual(before)
+  })
+
+  it('waits latencyMs before answering', async () => {
+    // 0 ms still yields to the event loop once, ahead of anything scheduled after the call.
+    const order: string[] = []
+    const immediate = adapter.chat(hello, makeCall(0)).then(() => order.push('chat'))
+    await Promise.all([immediate, nextImmediate().then(() => order.push('immediate'))])
+    expect(order).toEqual(['chat', 'immediate'])
+
+    // 5 ms: answered after a 1 ms timer started later (timers fire in expiry order).
+    order.length = 0
+    const delayed = adapter.chat(hello, makeCall(5)).then(() => order.push('chat'))
+    const timer = new Promise((resolve) => setTimeout(resolve, 1)).then(() => order.push('timer 1ms'))
+    await Promise.all([delayed, timer])
+    expect(order).toEqual(['timer 1ms', 'chat'])
+  })
+
+  it('waits latencyMs before the first chunk, and embed waits too', async () => {
+    const order: string[] = []
+    const iterator = adapter.chatStream(hello, makeCall(5))[Symbol.asyncIterator]()
+    const first = iterator.next().then(() => order.push('chunk'))
+    const embedded = adapter.embed?.({ model: 'e', input: 'x' }, makeCall(5)).then(() => order.push('embed'))
+    setTimeout(() => order.push('timer 1ms'), 1)
+    await Promise.all([first, embedded])
+    expect(order[0]).toBe('timer 1ms')
+    expect(order).toHaveLength(3)
+    await iterator.return?.()
+  })
+
+  it('rejects chat with the abort reason', async () => {
+    const controller = new AbortController()
+    const pending = adapter.chat(hello, makeCall(10_000, controller.signal))
+    const reason = new Error('client went away')
+    controller.abort(reason)
+    await expect(pending).rejects.toBe(reason)
+  })
+
+  it('rejects with an AbortError when the signal is already aborted', async () => {
+    const controller = new AbortController()
+    controller.abort()
+    await expect(adapter.chat(hello, makeCall(0, controller.signal))).rejects.toMatchObject({
+      name: 'AbortError',
+    })
+    await expect(
+      adapter.embed?.({ model: 'e', input: 'x' }, makeCall(0, controller.signal)),
+    ).rejects.toMatchObject({ name: 'AbortError' })
+  })
+
+  it('stops a stream promptly when the signal aborts mid-stream', async () => {
+    const controller = new AbortController()
+    // 100 ms latency → 10 ms between chunks: the abort lands while the third chunk is being waited for.
+    const iterator = adapter.chatStream(hello, makeCall(100, controller.signal))[Symbol.asyncIterator]()
+    const received: ChatChunk[] = []
+    for (let i = 0; i < 2; i++) {
+      const next = await iterator.next()
+      if (!next.done) received.push(next.value)
+    }
+    const reason = new Error('client went away')
+    const pending = iterator.next()
+    await nextImmediate()
+    controller.abort(reason)
+    await expect(pending).rejects.toBe(reason)
+    expect(await iterator.next()).toEqual({ done: true, value: undefined })
+    expect(received).toEqual(mockChatChunks(hello, 'mock-chat', now).slice(0, 2))
+  })
+
+  it('ends a stream whose signal aborted between chunks without waiting', async () => {
+    const controller = new AbortController()
+    const received: ChatChunk[] = []
+    const stream = adapter.chatStream(hello, makeCall(0, controller.signal))
+    await expect(
+      (async () => {
+        for await (const chunk of stream) {
+          received.push(chunk)
+          if (received.length === 3) controller.abort()
+        }
+      })(),
+    ).rejects.toMatchObject({ name: 'AbortError' })
+    expect(received).toHaveLength(3)
+  })
+})
