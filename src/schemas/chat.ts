@@ -1,0 +1,408 @@
+import { z } from 'zod'
+import { fromZodError, invalidRequest } from '../errors.ts'
+import type { ChatRequest } from '../providers/types.ts'
+
+// The chat completion request of interface.md ("Chat completion request" and "Message" tables) and
+// decisions.md. Objects are loose: unknown fields are kept because they are forwarded to upstreams.
+// Only the first zod issue reaches the client (errors.ts), so its path must name the real culprit.
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers (embeddings.ts uses them too)
+
+/** `provider/model_name`, both sides non-empty; the model name may itself contain slashes. */
+export const modelSlugSchema = z
+  .string()
+  .max(256)
+  .regex(/^[^/\s]+\/\S+$/, 'model must have the form provider/model_name')
+
+/**
+ * Parses a request body: a JSON object, then the schema. `reportInput` keeps each issue's input,
+ * which errors.ts needs to tell a missing field (`missing_field`) from a wrong one (`invalid_value`).
+ */
+export function parseRequestBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  if (!isPlainObject(body)) throw invalidRequest('invalid_value', 'request body must be a JSON object')
+  const result = schema.safeParse(body, { reportInput: true })
+  if (!result.success) throw fromZodError(result.error)
+  return result.data
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+type Options = readonly z.ZodType[]
+
+/**
+ * A union whose branch is chosen from the input up front (by JS type or by a `type` tag). A failing
+ * z.union is reported at its own path only (`messages[0].content`); the picked branch's issues keep
+ * their full path (`messages[0].content[1].image_url.url`). `options` give the output type; `pick`
+ * returns one of them, or a narrower schema that is sure to fail (to report the right issue), or
+ * undefined for an input of no expected shape. The branches must not transform: the input is kept.
+ */
+function pickedUnion<const S extends Options>(
+  options: S,
+  pick: (input: unknown) => z.ZodType | undefined,
+  expected: string,
+) {
+  return z.custom<z.output<S[number]>>().check((ctx) => {
+    if (ctx.value === undefined) {
+      ctx.issues.push({ code: 'invalid_type', expected: 'nonoptional', input: undefined })
+      return
+    }
+    const schema = pick(ctx.value)
+    if (schema === undefined) {
+      ctx.issues.push({ code: 'custom', message: `expected ${expected}`, input: ctx.value })
+      return
+    }
+    const result = schema.safeParse(ctx.value, { reportInput: true })
+    // A finalized issue is a raw issue with its message already set; its path is prefixed on the way up.
+    if (!result.success)
+      for (const issue of result.error.issues) ctx.issues.push(issue as z.core.$ZodRawIssue)
+  })
+}
+
+const jsonObjectSchema = z.record(z.string(), z.unknown())
+
+/** zod reports a missing enum value as `invalid_value`; checking for a string first makes it `missing_field`. */
+function requiredEnum<const T extends readonly [string, ...string[]]>(values: T) {
+  return z.string().pipe(z.enum(values))
+}
+
+type Discriminable = readonly [z.core.$ZodTypeDiscriminable, ...z.core.$ZodTypeDiscriminable[]]
+
+/** A union discriminated by `type`; as with requiredEnum, a missing `type` is `missing_field`. */
+function typeUnion<const T extends Discriminable>(options: T) {
+  const union = z.discriminatedUnion('type', options)
+  const tagged = z.looseObject({ type: z.string() })
+  return pickedUnion(
+    [union],
+    (input) => (isPlainObject(input) && input.type !== undefined ? union : tagged),
+    'an object',
+  )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+const textPartSchema = z.looseObject({ type: z.literal('text'), text: z.string() })
+
+const imagePartSchema = z.looseObject({
+  type: z.literal('image_url'),
+  // `url` may also be a `file-…` id of the caller's own file (decisions.md).
+  image_url: z.looseObject({ url: z.string().min(1), detail: z.string().optional() }),
+})
+
+const filePartSchema = z.looseObject({
+  type: z.literal('file'),
+  file: z
+    .looseObject({
+      file_id: z.string().min(1).optional(),
+      file_data: z.string().min(1).optional(),
+      filename: z.string().optional(),
+    })
+    .check((ctx) => {
+      if (ctx.value.file_id === undefined && ctx.value.file_data === undefined) {
+        ctx.issues.push({
+          code: 'custom',
+          message: 'file needs file_id or file_data',
+          input: ctx.value,
+          params: { code: 'missing_field' },
+        })
+      }
+    }),
+})
+
+const otherPartSchema = z.looseObject({ type: z.string() })
+
+const knownPartSchemas = new Map<unknown, z.ZodType>([
+  ['text', textPartSchema],
+  ['image_url', imagePartSchema],
+  ['file', filePartSchema],
+])
+
+/** text, image_url and file parts are checked; input_audio and other kinds pass as loose objects. */
+const contentPartSchema = pickedUnion(
+  [textPartSchema, imagePartSchema, filePartSchema, otherPartSchema],
+  (input) => (isPlainObject(input) && knownPartSchemas.get(input.type)) || otherPartSchema,
+  'a content part object',
+)
+
+const contentPartsSchema = z.array(contentPartSchema).min(1)
+
+const contentSchema = pickedUnion(
+  [z.string(), contentPartsSchema],
+  (input) => (typeof input === 'string' ? z.string() : Array.isArray(input) ? contentPartsSchema : undefined),
+  'a string or an array of content parts',
+)
+
+const toolCallSchema = z.looseObject({
+  id: z.string().min(1),
+  type: requiredEnum(['function']),
+  function: z.looseObject({ name: z.string().min(1), arguments: z.string() }),
+})
+
+const reasoningDetailSchema = z.looseObject({
+  type: z.string(),
+  text: z.string().optional(),
+  signature: z.string().optional(),
+  format: z.string().optional(),
+  index: z.number().optional(),
+})
+
+const roles = ['developer', 'system', 'user', 'assistant', 'tool'] as const
+
+/** developer, system and user messages must carry content. */
+const instructionMessageSchema = z.looseObject({
+  role: z.literal(['developer', 'system', 'user']),
+  content: contentSchema,
+  name: z.string().optional(),
+})
+
+const assistantMessageSchema = z
+  .looseObject({
+    role: z.literal('assistant'),
+    content: contentSchema.nullable().optional(),
+    name: z.string().optional(),
+    tool_calls: z.array(toolCallSchema).optional(),
+    refusal: z.string().nullable().optional(),
+    reasoning: z.string().optional(),
+    reasoning_details: z.array(reasoningDetailSchema).optional(),
+  })
+  .check((ctx) => {
+    const m = ctx.value
+    // `function_call` is the legacy form of tool_calls; OpenAI still accepts it.
+    const hasCalls = (m.tool_calls?.length ?? 0) > 0 || m.function_call !== undefined
+    if ((m.content === undefined || m.content === null) && !hasCalls) {
+      ctx.issues.push({
+        code: 'custom',
+        message: 'an assistant message needs content or tool_calls',
+        input: m.content,
+        path: ['content'],
+        params: { code: 'missing_field' },
+      })
+    }
+  })
+
+const toolMessageSchema = z.looseObject({
+  role: z.literal('tool'),
+  content: contentSchema,
+  tool_call_id: z.string().min(1),
+  name: z.string().optional(),
+})
+
+/**
+ * The role is checked on its own first: a missing role is `missing_field` and a bad one
+ * `invalid_value`, both at `messages[i].role`; then the message is checked against its role's shape.
+ */
+const messageSchema = z
+  .looseObject({ role: requiredEnum(roles) })
+  .pipe(z.discriminatedUnion('role', [instructionMessageSchema, assistantMessageSchema, toolMessageSchema]))
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+
+const toolNameSchema = z
+  .string()
+  .regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names are 1-64 characters of a-z, A-Z, 0-9, _ and -')
+
+const functionToolSchema = z.looseObject({
+  type: z.literal('function'),
+  function: z.looseObject({
+    name: toolNameSchema,
+    description: z.string().optional(),
+    parameters: jsonObjectSchema.optional(),
+    strict: z.boolean().optional(),
+  }),
+})
+
+const customToolSchema = z.looseObject({
+  type: z.literal('custom'),
+  custom: z.looseObject({ name: z.string().min(1), description: z.string().optional() }),
+})
+
+const toolSchema = typeUnion([functionToolSchema, customToolSchema])
+
+const toolChoiceModeSchema = z.enum(['none', 'auto', 'required'])
+
+const namedToolChoiceSchema = typeUnion([
+  z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string().min(1) }) }),
+  z.looseObject({ type: z.literal('custom'), custom: z.looseObject({ name: z.string().min(1) }) }),
+  z.looseObject({
+    type: z.literal('allowed_tools'),
+    allowed_tools: z.looseObject({
+      mode: requiredEnum(['auto', 'required']),
+      tools: z.array(jsonObjectSchema),
+    }),
+  }),
+])
+
+const toolChoiceSchema = pickedUnion(
+  [toolChoiceModeSchema, namedToolChoiceSchema],
+  (input) =>
+    typeof input === 'string'
+      ? toolChoiceModeSchema
+      : isPlainObject(input)
+        ? namedToolChoiceSchema
+        : undefined,
+  'a string or a tool choice object',
+)
+
+// ---------------------------------------------------------------------------------------------
+// Other request fields
+
+const metadataSchema = z.record(z.string(), z.string().max(512)).check((ctx) => {
+  const keys = Object.keys(ctx.value)
+  if (keys.length > 16) {
+    ctx.issues.push({ code: 'custom', message: 'metadata holds at most 16 pairs', input: ctx.value })
+  }
+  // Reported at `metadata` (not `metadata.<key>`): the key itself is what is wrong.
+  if (keys.some((key) => key.length > 64)) {
+    ctx.issues.push({ code: 'custom', message: 'metadata keys are at most 64 characters', input: ctx.value })
+  }
+})
+
+const responseFormatSchema = typeUnion([
+  z.looseObject({ type: z.literal('text') }),
+  z.looseObject({ type: z.literal('json_object') }),
+  z.looseObject({
+    type: z.literal('json_schema'),
+    json_schema: z.looseObject({
+      name: z.string().min(1).max(64),
+      description: z.string().optional(),
+      schema: jsonObjectSchema.optional(),
+      strict: z.boolean().nullable().optional(),
+    }),
+  }),
+])
+
+function isIanaTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: name })
+    return true
+  } catch {
+    return false
+  }
+}
+
+const webSearchOptionsSchema = z.looseObject({
+  search_context_size: z.enum(['low', 'medium', 'high']).optional(),
+  user_location: z
+    .looseObject({
+      type: requiredEnum(['approximate']),
+      approximate: z.looseObject({
+        city: z.string().optional(),
+        country: z
+          .string()
+          .regex(/^[A-Za-z]{2}$/, 'country is a two-letter ISO code')
+          .optional(),
+        region: z.string().optional(),
+        timezone: z.string().refine(isIanaTimeZone, 'timezone is an IANA time zone name').optional(),
+      }),
+    })
+    .nullable()
+    .optional(),
+})
+
+const streamOptionsSchema = z.looseObject({
+  include_usage: z.boolean().optional(),
+  include_obfuscation: z.boolean().optional(),
+})
+
+const reasoningSchema = z.looseObject({
+  enabled: z.boolean(),
+  effort: z.enum(['low', 'medium', 'high']).optional(),
+  max_tokens: z.number().int().min(0).optional(),
+  exclude: z.boolean().optional(),
+  usage: z.looseObject({ include: z.boolean() }).optional(),
+})
+
+const providerSchema = z.looseObject({
+  routing: z.looseObject({
+    type: requiredEnum(['priority', 'round_robin', 'least_latency']),
+    primary_factor: z.enum(['cost', 'speed', 'quality']).optional(),
+    providers: z.array(z.string().min(1)),
+  }),
+  fallback: z.string().optional(),
+})
+
+const modelRoutingConfigSchema = z.looseObject({
+  available_models: z.array(z.string().min(1)),
+  preference: z.string().optional(),
+  task_info: z
+    .looseObject({
+      task_type: z.enum(['chat', 'completion', 'embedding']).optional(),
+      complexity: z.enum(['low', 'medium', 'high']).optional(),
+    })
+    .optional(),
+})
+
+const maxTokensSchema = z.number().int().positive().nullable().optional()
+
+const penaltySchema = z.number().min(-2).max(2).optional()
+
+/** 1..128 is the OpenAI schema; only 1 is served (decisions.md), so 2..128 is unsupported, not invalid. */
+const nSchema = z
+  .number()
+  .int()
+  .min(1)
+  .max(128)
+  .refine((n) => n === 1, { message: 'only n=1 is supported', params: { code: 'unsupported_parameter' } })
+
+// ---------------------------------------------------------------------------------------------
+// The request
+
+export const chatRequestSchema = z
+  .looseObject({
+    model: modelSlugSchema,
+    messages: z.array(messageSchema).min(1).max(10_000),
+    max_completion_tokens: maxTokensSchema,
+    /** Legacy alias of max_completion_tokens. */
+    max_tokens: maxTokensSchema,
+    temperature: z.number().min(0).max(2).optional(),
+    top_p: z.number().min(0).max(1).optional(),
+    n: nSchema.optional(),
+    frequency_penalty: penaltySchema,
+    presence_penalty: penaltySchema,
+    stop: z.union([z.string(), z.array(z.string()).max(4), z.null()]).optional(),
+    logit_bias: z
+      .record(z.string().regex(/^\d+$/, 'keys are token ids'), z.number().min(-100).max(100))
+      .optional(),
+    logprobs: z.boolean().nullable().optional(),
+    top_logprobs: z.number().int().min(0).max(20).optional(),
+    tools: z.array(toolSchema).optional(),
+    tool_choice: toolChoiceSchema.optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    reasoning_effort: z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh']).optional(),
+    verbosity: z.enum(['low', 'medium', 'high']).optional(),
+    web_search_options: webSearchOptionsSchema.optional(),
+    metadata: metadataSchema.optional(),
+    response_format: responseFormatSchema.optional(),
+    stream: z.boolean().nullable().optional(),
+    stream_options: streamOptionsSchema.nullable().optional(),
+    reasoning: reasoningSchema.optional(),
+    provider: providerSchema.optional(),
+    model_routing_config: modelRoutingConfigSchema.optional(),
+  })
+  .check((ctx) => {
+    const req = ctx.value
+    if (req.top_logprobs !== undefined && req.logprobs !== true) {
+      ctx.issues.push({
+        code: 'custom',
+        message: 'top_logprobs requires logprobs: true',
+        input: req.top_logprobs,
+        path: ['top_logprobs'],
+      })
+    }
+    if (req.stream_options !== undefined && req.stream_options !== null && req.stream !== true) {
+      ctx.issues.push({
+        code: 'custom',
+        message: 'stream_options requires stream: true',
+        input: req.stream_options,
+        path: ['stream_options'],
+      })
+    }
+  })
+
+export function parseChatRequest(body: unknown): ChatRequest {
+  return parseRequestBody(chatRequestSchema, body)
+}
