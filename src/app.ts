@@ -20,12 +20,13 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && requestIdPattern.test(given) ? given : deps.ids.request()
     },
-    requestIdLogLabel: 'requestId',
     // The drain check below answers with the error envelope instead.
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },
   })
   app.decorateRequest('account', null as never)
+  // Every body the API takes is JSON (multipart is added per route); plain text is a 415.
+  app.removeContentTypeParser('text/plain')
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)

@@ -73,7 +73,10 @@ export function formatPath(path: readonly PropertyKey[]): string | null {
   return out === '' ? null : out
 }
 
-/** The first zod issue becomes the client's 400; `params.code` on a custom issue overrides the code. */
+/**
+ * The first zod issue becomes the client's 400; `params.code` on a custom issue overrides the code.
+ * Parse with `{ reportInput: true }`: without the input, a missing field can't be told from a wrong type.
+ */
 export function fromZodError(err: ZodError): GatewayError {
   const issue = err.issues[0]
   if (issue === undefined) return invalidRequest('invalid_value', 'invalid request')

@@ -38,11 +38,16 @@ async function main(): Promise<void> {
       app.server.closeAllConnections()
     }, grace)
     force.unref()
+    // server.close() only closes connections idle at that moment; a keep-alive connection whose
+    // stream ends later would hold the process open until its client leaves.
+    const sweep = setInterval(() => app.server.closeIdleConnections(), 100)
+    sweep.unref()
     try {
       await app.close()
       await deps.close()
     } finally {
       clearTimeout(force)
+      clearInterval(sweep)
       deps.log.info('stopped')
       deps.log.flush()
       process.exit(0)

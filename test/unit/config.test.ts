@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError, hashKey, loadConfig } from '../../src/config.ts'
+
+const withFile = (file: unknown, env: Record<string, string> = {}) =>
+  loadConfig({ GATEWAY_CONFIG: 'junction.json', ...env }, () => JSON.stringify(file))
+
+describe('loadConfig', () => {
+  it('zero-config: mock models, port 8080 and the development account with a warning flag', () => {
+    const c = loadConfig({})
+    expect(c.server.port).toBe(8080)
+    expect(c.server.host).toBe('0.0.0.0')
+    expect(c.models.map((m) => m.slug)).toEqual(['mock/chat', 'mock/embed'])
+    expect(c.devAccount).toBe(true)
+    expect(c.accounts[0]?.keys[0]?.sha256).toBe(hashKey('sk-dev'))
+  })
+
+  it('PORT and HOST override the defaults', () => {
+    const c = loadConfig({ PORT: '9999', HOST: '127.0.0.1' })
+    expect(c.server).toMatchObject({ port: 9999, host: '127.0.0.1' })
+    expect(() => loadConfig({ PORT: 'eighty' })).toThrow(/PORT/)
+  })
+
+  it('OPENAI_API_KEY enables OpenAI with its built-in models and OPENAI_BASE_URL moves it', () => {
+    const c = loadConfig({ OPENAI_API_KEY: 'sk-x', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1/' })
+    expect(c.providers.openai).toMatchObject({
+      kind: 'openai-compat',
+      baseUrl: 'http://127.0.0.1:9/v1',
+      apiKey: 'sk-x',
+    })
+    expect(c.models.find((m) => m.slug === 'openai/gpt-4o-mini')).toMatchObject({
+      upstreamModel: 'gpt-4o-mini',
+      type: 'chat',
+    })
+    expect(c.models.find((m) => m.slug === 'openai/text-embedding-3-small')?.type).toBe('embedding')
+  })
+
+  it('production refuses to start without accounts', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(ConfigError)
+    expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/accounts/)
+  })
+
+  it('accepts keys in plain text or as SHA-256, and stores only hashes', () => {
+    const c = withFile({
+      accounts: [{ id: 'acme', keys: ['sk-acme-0001', { sha256: hashKey('sk-acme-0002') }] }],
+    })
+    expect(c.devAccount).toBe(false)
+    expect(c.accounts[0]?.keys).toEqual([
+      { sha256: hashKey('sk-acme-0001') },
+      { sha256: hashKey('sk-acme-0002') },
+    ])
+  })
+
+  it('declares providers and models, key taken from the named environment variable', () => {
+    const c = withFile(
+      {
+        providers: {
+          local: { kind: 'openai-compat', baseUrl: 'http://127.0.0.1:11434/v1', apiKeyEnv: 'LOCAL_KEY' },
+        },
+        models: [{ slug: 'local/llama', upstreamModel: 'llama3.2:1b' }],
+      },
+      { LOCAL_KEY: 'secret' },
+    )
+    expect(c.providers.local?.apiKey).toBe('secret')
+    expect(c.models.find((m) => m.slug === 'local/llama')).toEqual({
+      slug: 'local/llama',
+      provider: 'local',
+      upstreamModel: 'llama3.2:1b',
+      type: 'chat',
+    })
+  })
+
+  it.each([
+    [{ server: { port: 'x' } }, /server\.port/],
+    [{ providers: { p: { kind: 'nope' } } }, /providers\.p\.kind/],
+    [{ providers: { p: { kind: 'openai-compat' } } }, /providers\.p\.baseUrl/],
+    [
+      { providers: { p: { kind: 'openai-compat', baseUrl: 'http://x/v1', apiKeyEnv: 'MISSING_VAR' } } },
+      /MISSING_VAR/,
+    ],
+    [{ models: [{ slug: 'no-slash' }] }, /models\[0\]\.slug/],
+    [{ models: [{ slug: 'ghost/model' }] }, /models\[0\]\.provider/],
+    [{ accounts: [{ id: 'a', keys: [{ sha256: 'zz' }] }] }, /accounts\[0\]\.keys\[0\]/],
+    [{ unknownSection: true }, /unknownSection|unrecognized/i],
+  ])('a bad config names the field: %j', (file, pattern) => {
+    expect(() => withFile(file)).toThrow(pattern)
+  })
+
+  it('an unreadable or non-JSON file is a ConfigError naming the path', () => {
+    expect(() => loadConfig({ GATEWAY_CONFIG: 'x.json' }, () => '{oops')).toThrow(
+      /GATEWAY_CONFIG \(x\.json\)/,
+    )
+  })
+})
