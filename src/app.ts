@@ -43,6 +43,11 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
 
   app.setErrorHandler((err, request, reply) => {
     const e = toGatewayError(err)
+    if (reply.raw.destroyed) {
+      // The client went away first (its abort cancelled the upstream call): nobody to answer, no fault.
+      request.log.info('client closed the connection before the answer')
+      return reply.code(499).send()
+    }
     if (e.status >= 500) request.log.error({ err, status: e.status, code: e.code }, 'request failed')
     else request.log.info({ status: e.status, code: e.code, param: e.param }, 'request rejected')
     return reply.code(e.status).headers(e.headers).send(toErrorBody(e, request.id))
