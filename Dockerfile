@@ -1,0 +1,27 @@
+# Junction gateway image. Node 24 runs the TypeScript sources directly (type stripping): there is
+# no compile step, so the only build work is installing the production dependencies.
+ARG NODE_IMAGE=node:24-slim
+
+# Production dependencies only, exactly as locked. Dev dependencies (the type checker, linters, test
+# tools and the `node` package that pins Node 24 for development) are never installed: the image's
+# own Node 24 runs the gateway. No production dependency needs an install script.
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+  && npm cache clean --force
+
+FROM ${NODE_IMAGE}
+ENV NODE_ENV=production
+WORKDIR /app
+# Owned by root and read-only for the `node` user the gateway runs as.
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json ./
+COPY src ./src
+USER node
+EXPOSE 8080
+# slim has no curl: node's own fetch asks /healthz on the configured port.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# The gateway handles SIGTERM itself (drains in-flight requests), so it can run as PID 1.
+CMD ["node", "--disable-warning=ExperimentalWarning", "src/server.ts"]

@@ -1,0 +1,645 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { accessSync, constants as fsConstants } from 'node:fs'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { createServer } from 'node:net'
+import { availableParallelism, tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
+
+// `npm run bench`: the gateway against a bare Fastify + undici pass-through (the floor) and against
+// the fake upstream itself, all three in their own processes. It records figures and asserts
+// nothing. Knobs: BENCH_DURATION (s, default 10), BENCH_CONNECTIONS (50), BENCH_RATE (req/s, 1000),
+// BENCH_STREAMS (sequential streams for time to first byte, 200), BENCH_OPEN_STREAMS (1000).
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const CHAT_PATH = '/v1/chat/completions'
+const HOLD_MARKER = 'x-bench-hold'
+const settings = {
+  durationS: positiveInt('BENCH_DURATION', 10),
+  connections: positiveInt('BENCH_CONNECTIONS', 50),
+  rate: positiveInt('BENCH_RATE', 1000),
+  streams: positiveInt('BENCH_STREAMS', 200),
+  openStreams: positiveInt('BENCH_OPEN_STREAMS', 1000),
+  warmupS: 2,
+  streamWarmup: 20,
+}
+
+const headers = { authorization: 'Bearer sk-dev', 'content-type': 'application/json' }
+const messages = [{ role: 'user', content: 'hello' }]
+const blockingBody = JSON.stringify({ model: 'openai/gpt-4o-mini', messages })
+const streamBody = JSON.stringify({ model: 'openai/gpt-4o-mini', messages, stream: true })
+// The gateway forwards request bodies, not client headers: the hold marker travels in both.
+const holdBody = JSON.stringify({
+  model: 'openai/gpt-4o-mini',
+  messages: [{ role: 'user', content: HOLD_MARKER }],
+  stream: true,
+})
+
+function positiveInt(name: string, fallback: number): number {
+  const raw = process.env[name]
+  const value = raw === undefined || raw === '' ? fallback : Number(raw)
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`)
+  return value
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+interface Child {
+  name: string
+  proc: ChildProcess
+  /** The last few KB of the child's output, shown when it dies. */
+  tail: string
+}
+
+type TargetName = 'gateway' | 'floor' | 'upstream'
+
+interface Target {
+  name: TargetName
+  origin: string
+  child: Child
+}
+
+const children: Child[] = []
+/** Load generator processes (wrk) running right now. */
+const tools = new Set<ChildProcess>()
+let stopping: Promise<void> | undefined
+let workDir: string | undefined
+
+function exited(child: Child): boolean {
+  return child.proc.exitCode !== null || child.proc.signalCode !== null
+}
+
+function startChild(name: string, script: string, env: Record<string, string>): Child {
+  const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const child: Child = { name, proc, tail: '' }
+  const keep = (b: Buffer): void => {
+    child.tail = (child.tail + b.toString('utf8')).slice(-4000)
+  }
+  proc.stdout?.on('data', keep)
+  proc.stderr?.on('data', keep)
+  proc.once('exit', (code, signal) => {
+    if (!stopping && signal !== 'SIGINT')
+      console.error(`${name} exited early (${signal ?? code}); its last output:\n${child.tail}`)
+  })
+  children.push(child)
+  return child
+}
+
+async function stopChild(child: Child): Promise<void> {
+  if (exited(child)) return
+  const gone = once(child.proc, 'exit')
+  child.proc.kill('SIGTERM')
+  const force = setTimeout(() => child.proc.kill('SIGKILL'), 3_000)
+  await gone
+  clearTimeout(force)
+}
+
+/** Stops every child and removes the scratch directory; safe to call more than once. */
+function cleanUp(): Promise<void> {
+  for (const tool of tools) tool.kill('SIGKILL')
+  stopping ??= Promise.all(children.map(stopChild)).then(async () => {
+    if (workDir !== undefined) await rm(workDir, { recursive: true, force: true })
+  })
+  return stopping
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()))
+    })
+  })
+}
+
+/** Polls until `url` answers (with 200 when `wantOk`), failing fast if the child dies. */
+async function waitForHttp(child: Child, url: string, wantOk: boolean): Promise<void> {
+  const deadline = Date.now() + 30_000
+  while (Date.now() < deadline) {
+    if (exited(child)) throw new Error(`${child.name} exited before it was ready`)
+    try {
+      const res = await request(url)
+      await res.body.dump()
+      if (!wantOk || res.statusCode === 200) return
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(100)
+  }
+  throw new Error(`${child.name} did not answer ${url} within 30 s`)
+}
+
+async function startUpstream(): Promise<Target> {
+  const port = await freePort()
+  const child = startChild('upstream', 'bench/fake-upstream.ts', { PORT: String(port) })
+  const origin = `http://127.0.0.1:${port}`
+  await waitForHttp(child, `${origin}/`, false)
+  return { name: 'upstream', origin, child }
+}
+
+async function startGateway(upstream: string, configPath: string): Promise<Target> {
+  const port = await freePort()
+  const child = startChild('gateway', 'src/server.ts', {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    OPENAI_API_KEY: 'sk-bench-not-a-real-key',
+    OPENAI_BASE_URL: `${upstream}/v1`,
+    NODE_ENV: 'development',
+    GATEWAY_CONFIG: configPath,
+  })
+  const origin = `http://127.0.0.1:${port}`
+  await waitForHttp(child, `${origin}/healthz`, true)
+  return { name: 'gateway', origin, child }
+}
+
+async function startFloor(upstream: string): Promise<Target> {
+  const port = await freePort()
+  const child = startChild('floor', 'bench/floor-proxy.ts', { PORT: String(port), UPSTREAM_ORIGIN: upstream })
+  const origin = `http://127.0.0.1:${port}`
+  await waitForHttp(child, `${origin}/`, false)
+  return { name: 'floor', origin, child }
+}
+
+/**
+ * The gateway's only non-default setting: its upstream pool (256 connections by default) must hold
+ * the 1000 streams of the memory measurement, or the streams past 256 would wait for a connection.
+ */
+async function writeGatewayConfig(dir: string): Promise<string> {
+  const path = join(dir, 'gateway.json')
+  const config = {
+    providers: { openai: { kind: 'openai-compat', maxConnections: settings.openStreams + 100 } },
+  }
+  await writeFile(path, JSON.stringify(config))
+  return path
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sanity: every target must answer correctly, or the figures would measure error responses.
+
+async function checkTarget(target: Target): Promise<void> {
+  const url = `${target.origin}${CHAT_PATH}`
+  const blocking = await request(url, { method: 'POST', headers, body: blockingBody })
+  const completion = (await blocking.body.json()) as { object?: string }
+  if (blocking.statusCode !== 200 || completion.object !== 'chat.completion') {
+    throw new Error(
+      `${target.name}: blocking chat answered ${blocking.statusCode} ${JSON.stringify(completion)}`,
+    )
+  }
+  const streamed = await request(url, { method: 'POST', headers, body: streamBody })
+  const text = await streamed.body.text()
+  const events = text.split('\n\n').filter((e) => e.startsWith('data: ')).length
+  if (streamed.statusCode !== 200 || events !== 101 || !text.endsWith('data: [DONE]\n\n')) {
+    throw new Error(`${target.name}: stream answered ${streamed.statusCode} with ${events} events`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+function percentile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] as number
+}
+
+function sortedCopy(values: number[]): number[] {
+  return [...values].sort((a, b) => a - b)
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) Blocking chat at saturation: wrk when installed, autocannon otherwise.
+
+interface Saturation {
+  rps: number
+  p50Ms: number
+  p99Ms: number
+  failures: number
+}
+
+/** User + system CPU seconds a process has used (Linux clock ticks are 1/100 s). */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+function findOnPath(command: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    const candidate = join(dir, command)
+    try {
+      accessSync(candidate, fsConstants.X_OK)
+      return candidate
+    } catch {
+      // Not in this directory.
+    }
+  }
+  return undefined
+}
+
+const wrkPath = findOnPath('wrk')
+
+async function writeWrkScript(dir: string): Promise<string> {
+  const path = join(dir, 'chat.lua')
+  const lines = [
+    'wrk.method = "POST"',
+    ...Object.entries(headers).map(([k, v]) => `wrk.headers["${k}"] = "${v}"`),
+    `wrk.body = '${blockingBody}'`,
+  ]
+  await writeFile(path, `${lines.join('\n')}\n`)
+  return path
+}
+
+/** wrk prints durations as 812.00us, 1.25ms, 1.02s or 1.50m. */
+function wrkMs(text: string | undefined): number {
+  const m = /^([\d.]+)(us|ms|s|m)$/.exec(text ?? '')
+  if (!m) return Number.NaN
+  const factor = { us: 0.001, ms: 1, s: 1_000, m: 60_000 }[m[2] as 'us' | 'ms' | 's' | 'm']
+  return Number(m[1]) * factor
+}
+
+function parseWrk(output: string): Saturation {
+  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(output)
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(output)
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)?.[1]),
+    p50Ms: wrkMs(/^\s+50%\s+(\S+)/m.exec(output)?.[1]),
+    p99Ms: wrkMs(/^\s+99%\s+(\S+)/m.exec(output)?.[1]),
+    failures:
+      Number(non2xx?.[1] ?? 0) +
+      (socketErrors ? socketErrors.slice(1).reduce((s, n) => s + Number(n), 0) : 0),
+  }
+}
+
+async function runWrk(wrk: string, target: Target, durationS: number, script: string): Promise<Saturation> {
+  const args = ['-t1', `-c${settings.connections}`, `-d${durationS}s`, '--latency', '-s', script]
+  const run = promisify(execFile)(wrk, [...args, `${target.origin}${CHAT_PATH}`])
+  tools.add(run.child)
+  try {
+    return parseWrk((await run).stdout)
+  } finally {
+    tools.delete(run.child)
+  }
+}
+
+interface AutocannonResult {
+  requests: { average: number }
+  latency: { p50: number; p99: number }
+  non2xx: number
+  errors: number
+}
+type Autocannon = (options: Record<string, unknown>) => Promise<AutocannonResult>
+
+/** Fallback without wrk. autocannon's latency histogram has 1 ms resolution. */
+async function runAutocannon(target: Target, durationS: number): Promise<Saturation> {
+  const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon
+  const result = await autocannon({
+    url: `${target.origin}${CHAT_PATH}`,
+    method: 'POST',
+    headers,
+    body: blockingBody,
+    connections: settings.connections,
+    duration: durationS,
+  })
+  return {
+    rps: result.requests.average,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    failures: result.non2xx + result.errors,
+  }
+}
+
+function saturate(target: Target, durationS: number, wrkScript: string): Promise<Saturation> {
+  return wrkPath ? runWrk(wrkPath, target, durationS, wrkScript) : runAutocannon(target, durationS)
+}
+
+/**
+ * Saturation plus the target's own CPU time per request: on a shared machine the load generator
+ * and the upstream take cores too, and CPU per request is the figure that does not move with them.
+ */
+async function saturateWithCpu(
+  target: Target,
+  durationS: number,
+  wrkScript: string,
+): Promise<Saturation & { cpuUsPerRequest: number }> {
+  const pid = targetPid(target)
+  const cpuBefore = await cpuSeconds(pid)
+  const s = await saturate(target, durationS, wrkScript)
+  const cpu = (await cpuSeconds(pid)) - cpuBefore
+  return { ...s, cpuUsPerRequest: (cpu * 1e6) / (s.rps * durationS) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) Blocking chat at a constant rate, wrk2-style: request i is due at start + i/rate, and its
+// latency is counted from when it was due, so a stall is not hidden by requests not yet sent.
+// (autocannon's overallRate sends each connection's quota in a burst at the top of every second.)
+
+interface FixedRate {
+  p50Ms: number
+  p99Ms: number
+  completedRps: number
+  failures: number
+}
+
+async function timedBlockingRequest(pool: Pool, due: number, latencies: number[]): Promise<boolean> {
+  try {
+    const res = await pool.request({ method: 'POST', path: CHAT_PATH, headers, body: blockingBody })
+    await res.body.text()
+    if (res.statusCode !== 200) return false
+    latencies.push(performance.now() - due)
+    return true
+  } catch {
+    return false
+  }
+}
+
+async function constantRate(target: Target, rate: number, durationS: number): Promise<FixedRate> {
+  const pool = new Pool(target.origin, { connections: settings.connections, keepAliveTimeout: 30_000 })
+  const total = rate * durationS
+  const latencies: number[] = []
+  const pending: Promise<boolean>[] = []
+  const start = performance.now()
+  while (pending.length < total) {
+    const dueCount = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000) + 1)
+    while (pending.length < dueCount) {
+      const due = start + (pending.length * 1000) / rate
+      pending.push(timedBlockingRequest(pool, due, latencies))
+    }
+    await sleep(1)
+  }
+  const outcomes = await Promise.all(pending)
+  const elapsedS = (performance.now() - start) / 1000
+  await pool.close()
+  const sorted = sortedCopy(latencies)
+  return {
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
+    completedRps: latencies.length / elapsedS,
+    failures: outcomes.filter((ok) => !ok).length,
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c) Time to first byte of a 100-chunk stream, sequential requests on one keep-alive connection.
+
+interface Ttfb {
+  medianMs: number
+  p99Ms: number
+  /** Median time to the last byte: shows whether the first byte was held back until the end. */
+  lastMedianMs: number
+}
+
+async function timeStream(client: Client): Promise<{ firstMs: number; lastMs: number }> {
+  const start = performance.now()
+  const res = await client.request({ method: 'POST', path: CHAT_PATH, headers, body: streamBody })
+  let first = 0
+  for await (const _chunk of res.body) if (first === 0) first = performance.now()
+  if (res.statusCode !== 200) throw new Error(`stream answered ${res.statusCode}`)
+  return { firstMs: first - start, lastMs: performance.now() - start }
+}
+
+async function streamTtfb(target: Target): Promise<Ttfb> {
+  const client = new Client(target.origin, { keepAliveTimeout: 30_000 })
+  try {
+    for (let i = 0; i < settings.streamWarmup; i++) await timeStream(client)
+    const first: number[] = []
+    const last: number[] = []
+    for (let i = 0; i < settings.streams; i++) {
+      const t = await timeStream(client)
+      first.push(t.firstMs)
+      last.push(t.lastMs)
+    }
+    const sorted = sortedCopy(first)
+    return {
+      medianMs: percentile(sorted, 0.5),
+      p99Ms: percentile(sorted, 0.99),
+      lastMedianMs: percentile(sortedCopy(last), 0.5),
+    }
+  } finally {
+    await client.close()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) Resident memory with many open streams.
+
+interface Memory {
+  beforeMb: number
+  withMb: number
+  deltaMb: number
+  opened: number
+}
+
+async function rssMb(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8')
+  const kb = /^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1]
+  if (kb === undefined) throw new Error(`no VmRSS for process ${pid}`)
+  return Number(kb) / 1024
+}
+
+/** Resolves once the held stream's first byte has arrived; the stream stays open. */
+async function openHeldStream(agent: Dispatcher, origin: string): Promise<void> {
+  const res = await request(`${origin}${CHAT_PATH}`, {
+    dispatcher: agent,
+    method: 'POST',
+    headers: { ...headers, [HOLD_MARKER]: '1' },
+    body: holdBody,
+    headersTimeout: 30_000,
+  })
+  if (res.statusCode !== 200) {
+    await res.body.dump()
+    throw new Error(`held stream answered ${res.statusCode}`)
+  }
+  await new Promise((resolve, reject) => {
+    res.body.once('data', resolve)
+    res.body.once('error', reject)
+  })
+}
+
+function targetPid(target: Target): number {
+  const pid = target.child.proc.pid
+  if (pid === undefined) throw new Error(`${target.name} has no pid`)
+  return pid
+}
+
+async function memoryWithOpenStreams(target: Target): Promise<Memory> {
+  const pid = targetPid(target)
+  const count = settings.openStreams
+  const beforeMb = await rssMb(pid)
+  const agent = new Agent({ connections: count + 100, keepAliveTimeout: 30_000 })
+  try {
+    const results = await Promise.allSettled(
+      Array.from({ length: count }, () => openHeldStream(agent, target.origin)),
+    )
+    await sleep(1_000)
+    const withMb = await rssMb(pid)
+    const opened = results.filter((r) => r.status === 'fulfilled').length
+    return { beforeMb, withMb, deltaMb: withMb - beforeMb, opened }
+  } finally {
+    await agent.destroy()
+    // Let the target notice the closed connections before anything else is measured.
+    await sleep(1_000)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+type Figures = Partial<Record<string, number>>
+
+interface Row {
+  label: string
+  key: string
+  digits: number
+  /** The gateway÷floor ratio means something for this row. */
+  ratio: boolean
+}
+
+function buildRows(): Row[] {
+  const { connections, rate, streams, openStreams, durationS } = settings
+  const sat = `blocking, ${connections} conns, ${durationS} s`
+  const fixed = `blocking @ ${rate} req/s`
+  return [
+    { label: `${sat}: req/s`, key: 'satRps', digits: 0, ratio: true },
+    { label: `${sat}: p50 ms`, key: 'satP50', digits: 3, ratio: true },
+    { label: `${sat}: p99 ms`, key: 'satP99', digits: 3, ratio: true },
+    { label: `${sat}: CPU µs/request`, key: 'satCpu', digits: 0, ratio: true },
+    { label: `${fixed}: p50 ms`, key: 'rateP50', digits: 3, ratio: true },
+    { label: `${fixed}: p99 ms`, key: 'rateP99', digits: 3, ratio: true },
+    { label: `${fixed}: completed req/s`, key: 'rateDone', digits: 0, ratio: false },
+    { label: `stream TTFB (${streams} seq.): median ms`, key: 'ttfbMedian', digits: 3, ratio: true },
+    { label: `stream TTFB (${streams} seq.): p99 ms`, key: 'ttfbP99', digits: 3, ratio: true },
+    { label: `stream last byte: median ms`, key: 'ttlbMedian', digits: 3, ratio: true },
+    { label: `RSS MB, idle (after start)`, key: 'rssBefore', digits: 1, ratio: true },
+    { label: `RSS MB, ${openStreams} open streams`, key: 'rssWith', digits: 1, ratio: true },
+    { label: `RSS MB, delta`, key: 'rssDelta', digits: 1, ratio: true },
+    { label: `open streams established`, key: 'opened', digits: 0, ratio: false },
+    { label: `failed requests (all measures)`, key: 'failures', digits: 0, ratio: false },
+  ]
+}
+
+function cell(value: number | undefined, digits: number): string {
+  return value === undefined || Number.isNaN(value) ? '—' : value.toFixed(digits)
+}
+
+function printTable(results: Record<TargetName, Figures>): void {
+  const head = ['measure', 'gateway', 'floor', 'upstream', 'gateway÷floor']
+  const body = buildRows().map((row) => {
+    const [g, f, u] = (['gateway', 'floor', 'upstream'] as const).map((t) => results[t][row.key])
+    const ratio = row.ratio && g !== undefined && f !== undefined && f !== 0 ? `${(g / f).toFixed(2)}×` : ''
+    return [row.label, cell(g, row.digits), cell(f, row.digits), cell(u, row.digits), ratio]
+  })
+  const widths = head.map((_, i) => Math.max(...[head, ...body].map((r) => (r[i] as string).length)))
+  const line = (r: string[]): string =>
+    r.map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number))).join('  ')
+  console.log(line(head))
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '))
+  for (const r of body) console.log(line(r))
+}
+
+function printTargets(results: Record<TargetName, Figures>): void {
+  const verdict = (ok: boolean): string => (ok ? 'target met' : 'target missed')
+  const { gateway, floor } = results
+  const rpsRatio = (gateway.satRps ?? 0) / (floor.satRps ?? Number.NaN)
+  console.log(`gateway requests/s ≥ 0.8× floor: ${rpsRatio.toFixed(2)}× → ${verdict(rpsRatio >= 0.8)}`)
+  const cpuRatio = (gateway.satCpu ?? Number.NaN) / (floor.satCpu ?? Number.NaN)
+  console.log(`  (CPU per blocking request: gateway ${cpuRatio.toFixed(2)}× the floor)`)
+  const ttfbGap = (gateway.ttfbMedian ?? Number.NaN) - (floor.ttfbMedian ?? Number.NaN)
+  const sign = ttfbGap >= 0 ? '+' : ''
+  console.log(
+    `stream TTFB median within 0.5 ms of the floor: ${sign}${ttfbGap.toFixed(3)} ms → ${verdict(ttfbGap <= 0.5)}`,
+  )
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function addFailures(figures: Figures, n: number): void {
+  figures.failures = (figures.failures ?? 0) + n
+}
+
+async function measureAll(targets: Target[], wrkScript: string): Promise<Record<TargetName, Figures>> {
+  const results: Record<TargetName, Figures> = { gateway: {}, floor: {}, upstream: {} }
+  // Memory first: after the load tests the heaps have grown, and the streams would fit in the slack.
+  for (const t of targets.filter((x) => x.name !== 'upstream')) {
+    console.log(`· ${t.name}: memory with ${settings.openStreams} open streams`)
+    const m = await memoryWithOpenStreams(t)
+    Object.assign(results[t.name], { rssBefore: m.beforeMb, rssWith: m.withMb, rssDelta: m.deltaMb })
+    results[t.name].opened = m.opened
+  }
+  for (const t of targets) {
+    console.log(`· ${t.name}: warm-up, then blocking chat at saturation`)
+    await saturate(t, settings.warmupS, wrkScript)
+    const s = await saturateWithCpu(t, settings.durationS, wrkScript)
+    Object.assign(results[t.name], {
+      satRps: s.rps,
+      satP50: s.p50Ms,
+      satP99: s.p99Ms,
+      satCpu: s.cpuUsPerRequest,
+    })
+    addFailures(results[t.name], s.failures)
+  }
+  for (const t of targets) {
+    console.log(`· ${t.name}: blocking chat at ${settings.rate} req/s`)
+    const r = await constantRate(t, settings.rate, settings.durationS)
+    Object.assign(results[t.name], { rateP50: r.p50Ms, rateP99: r.p99Ms, rateDone: r.completedRps })
+    addFailures(results[t.name], r.failures)
+  }
+  for (const t of targets) {
+    console.log(`· ${t.name}: time to first byte of ${settings.streams} streams`)
+    const s = await streamTtfb(t)
+    Object.assign(results[t.name], { ttfbMedian: s.medianMs, ttfbP99: s.p99Ms, ttlbMedian: s.lastMedianMs })
+  }
+  return results
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'junction-bench-'))
+  workDir = dir
+  try {
+    const upstream = await startUpstream()
+    const gateway = await startGateway(upstream.origin, await writeGatewayConfig(dir))
+    const floor = await startFloor(upstream.origin)
+    const targets = [gateway, floor, upstream]
+    for (const t of targets) await checkTarget(t)
+
+    const generator = wrkPath ? 'wrk -t1' : 'autocannon'
+    console.log(
+      `Junction bench: node ${process.versions.node}, ${availableParallelism()} cores, ` +
+        `saturation by ${generator}, fixed rate and streams by undici; ` +
+        `gateway upstream pool raised to ${settings.openStreams + 100} connections`,
+    )
+    const results = await measureAll(targets, await writeWrkScript(dir))
+    console.log('')
+    printTable(results)
+    console.log('')
+    printTargets(results)
+  } finally {
+    await cleanUp()
+  }
+}
+
+process.once('SIGINT', () => {
+  void cleanUp().finally(() => process.exit(130))
+})
+process.once('exit', () => {
+  for (const tool of tools) tool.kill('SIGKILL')
+  for (const child of children) if (!exited(child)) child.proc.kill('SIGKILL')
+})
+
+main().catch(async (err: unknown) => {
+  console.error('bench failed:', err)
+  await cleanUp()
+  process.exitCode = 1
+})
