@@ -1,0 +1,26 @@
+import type { GenerationRecord } from '../store/types.ts'
+import { fromPpm, toUsd } from './money.ts'
+
+/** A generation record as `GET /v1/generation` shows it (interface.md + decisions.md fields). */
+export function toGenerationBody(r: GenerationRecord) {
+  return {
+    api: r.api,
+    generationId: r.generationId,
+    model: r.model,
+    provider: r.provider,
+    createAt: new Date(r.createdAt).toISOString(),
+    generationTime: r.generationTimeMs,
+    latency: r.latencyMs,
+    usage: {
+      ...r.usage,
+      upstream_cost: toUsd(r.upstreamCost),
+      discount: toUsd(r.discount),
+      discount_percent: fromPpm(r.discountPpm),
+      cost: toUsd(r.cost),
+    },
+    streamed: r.streamed,
+    finishReason: r.finishReason,
+    cancelled: r.cancelled,
+    cost_source: r.costSource,
+  }
+}

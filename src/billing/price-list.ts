@@ -1,0 +1,39 @@
+import type { PriceTable } from './prices.ts'
+
+/**
+ * List prices of the built-in models, USD per million tokens, as each provider published them on the
+ * date below (standard tier, no batch discount, prompts under any long-context threshold). Prices
+ * change: override them in the config file (`models[].pricing`) rather than trusting this table.
+ */
+export const PRICES_TAKEN_ON = '2025-10-01'
+
+export const builtinPrices: Readonly<Record<string, PriceTable>> = {
+  // Small but non-zero, so billing is visible out of the box.
+  'mock/chat': { prompt: 1, cachedPrompt: 0.5, completion: 2 },
+  'mock/embed': { embedding: 0.1 },
+
+  'openai/gpt-5': { prompt: 1.25, cachedPrompt: 0.125, completion: 10 },
+  'openai/gpt-5-mini': { prompt: 0.25, cachedPrompt: 0.025, completion: 2 },
+  'openai/gpt-5-nano': { prompt: 0.05, cachedPrompt: 0.005, completion: 0.4 },
+  'openai/gpt-4.1': { prompt: 2, cachedPrompt: 0.5, completion: 8 },
+  'openai/gpt-4.1-mini': { prompt: 0.4, cachedPrompt: 0.1, completion: 1.6 },
+  'openai/gpt-4.1-nano': { prompt: 0.1, cachedPrompt: 0.025, completion: 0.4 },
+  'openai/gpt-4o': { prompt: 2.5, cachedPrompt: 1.25, completion: 10 },
+  'openai/gpt-4o-mini': { prompt: 0.15, cachedPrompt: 0.075, completion: 0.6 },
+  'openai/o3': { prompt: 2, cachedPrompt: 0.5, completion: 8 },
+  'openai/o4-mini': { prompt: 1.1, cachedPrompt: 0.275, completion: 4.4 },
+  'openai/text-embedding-3-small': { embedding: 0.02 },
+  'openai/text-embedding-3-large': { embedding: 0.13 },
+
+  'groq/llama-3.3-70b-versatile': { prompt: 0.59, completion: 0.79 },
+  'groq/llama-3.1-8b-instant': { prompt: 0.05, completion: 0.08 },
+
+  'deepseek/deepseek-chat': { prompt: 0.28, cachedPrompt: 0.028, completion: 0.42 },
+  'deepseek/deepseek-reasoner': { prompt: 0.28, cachedPrompt: 0.028, completion: 0.42 },
+
+  'mistral/mistral-large-latest': { prompt: 2, completion: 6 },
+  'mistral/mistral-small-latest': { prompt: 0.1, completion: 0.3 },
+  'mistral/mistral-embed': { embedding: 0.1 },
+
+  'together/meta-llama/Llama-3.3-70B-Instruct-Turbo': { prompt: 0.88, completion: 0.88 },
+}

@@ -1,0 +1,106 @@
+import type { Usage } from '../providers/types.ts'
+import { perUnit, usd, type Money } from './money.ts'
+
+/**
+ * A model's list prices as written in the catalogue and the config file: USD per million tokens
+ * (or characters), USD per image, USD per second of video. Absent cache/reasoning/audio prices fall
+ * back to the plain prompt or completion price.
+ */
+export interface PriceTable {
+  prompt?: number
+  cachedPrompt?: number
+  cacheWrite?: number
+  completion?: number
+  reasoning?: number
+  audioPrompt?: number
+  audioCompletion?: number
+  /** Embedding models: per million input tokens. */
+  embedding?: number
+  /** Per image, by resolution tier (`1K`, `2K`, `standard`, …). */
+  imageByTier?: Record<string, number>
+  /** Per second of video, by resolution (`720P`, `1080P`, …). */
+  videoPerSecond?: Record<string, number>
+  /** Speech: per million input characters, or per million output audio tokens. */
+  speechPerMillionCharacters?: number
+  speechAudioTokens?: number
+}
+
+/** The same prices in picodollars per single unit, ready for exact arithmetic. */
+export interface CompiledPrice {
+  table: PriceTable
+  prompt: Money
+  cachedPrompt: Money
+  cacheWrite: Money
+  completion: Money
+  reasoning: Money
+  audioPrompt: Money
+  audioCompletion: Money
+  embedding: Money
+  imageByTier: Record<string, Money>
+  videoPerSecond: Record<string, Money>
+  speechPerCharacter: Money
+  speechAudioToken: Money
+}
+
+const mapValues = (r: Record<string, number> | undefined): Record<string, Money> =>
+  Object.fromEntries(Object.entries(r ?? {}).map(([k, v]) => [k, usd(v)]))
+
+export function compilePrice(t: PriceTable): CompiledPrice {
+  const prompt = perUnit(t.prompt ?? t.embedding ?? 0)
+  const completion = perUnit(t.completion ?? 0)
+  return {
+    table: t,
+    prompt,
+    cachedPrompt: t.cachedPrompt === undefined ? prompt : perUnit(t.cachedPrompt),
+    cacheWrite: t.cacheWrite === undefined ? prompt : perUnit(t.cacheWrite),
+    completion,
+    reasoning: t.reasoning === undefined ? completion : perUnit(t.reasoning),
+    audioPrompt: t.audioPrompt === undefined ? prompt : perUnit(t.audioPrompt),
+    audioCompletion: t.audioCompletion === undefined ? completion : perUnit(t.audioCompletion),
+    embedding: t.embedding === undefined ? prompt : perUnit(t.embedding),
+    imageByTier: mapValues(t.imageByTier),
+    videoPerSecond: mapValues(t.videoPerSecond),
+    speechPerCharacter: perUnit(t.speechPerMillionCharacters ?? 0),
+    speechAudioToken: perUnit(t.speechAudioTokens ?? 0),
+  }
+}
+
+/** The parts of a usage that carry a price. */
+export type PricedUsage = Pick<
+  Usage,
+  'prompt_tokens' | 'completion_tokens' | 'prompt_tokens_details' | 'completion_tokens_details'
+>
+
+const n = (v: unknown): bigint =>
+  typeof v === 'number' && Number.isFinite(v) && v > 0 ? BigInt(Math.floor(v)) : 0n
+
+/**
+ * The upstream cost of a chat usage. OpenAI semantics: prompt_tokens includes cached, cache-write and
+ * audio tokens; completion_tokens includes reasoning and audio tokens. Each part is priced once.
+ */
+export function priceChatUsage(usage: PricedUsage, p: CompiledPrice): Money {
+  const pd = usage.prompt_tokens_details ?? {}
+  const cd = usage.completion_tokens_details ?? {}
+  const cached = n(pd.cached_tokens)
+  const cacheWrite = n(pd.cache_write_tokens)
+  const audioIn = n(pd.audio_tokens)
+  const reasoning = n(cd.reasoning_tokens)
+  const audioOut = n(cd.audio_tokens)
+  const textIn = max0(n(usage.prompt_tokens) - cached - cacheWrite - audioIn)
+  const textOut = max0(n(usage.completion_tokens) - reasoning - audioOut)
+  return (
+    textIn * p.prompt +
+    cached * p.cachedPrompt +
+    cacheWrite * p.cacheWrite +
+    audioIn * p.audioPrompt +
+    textOut * p.completion +
+    reasoning * p.reasoning +
+    audioOut * p.audioCompletion
+  )
+}
+
+export function priceEmbeddingUsage(usage: { prompt_tokens: number }, p: CompiledPrice): Money {
+  return n(usage.prompt_tokens) * p.embedding
+}
+
+const max0 = (v: bigint): bigint => (v < 0n ? 0n : v)

@@ -1,0 +1,244 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import type { FastifyPluginAsync } from 'fastify'
+import { z } from 'zod'
+import { hashKey } from '../config.ts'
+import { toGenerationBody } from '../billing/generation.ts'
+import { fromPpm, toPpm, toUsd, usd } from '../billing/money.ts'
+import type { Deps } from '../deps.ts'
+import { fromZodError, GatewayError } from '../errors.ts'
+import type { Account } from '../store/types.ts'
+
+// The operator's API: accounts, keys, credits, discounts, rate limits and generations, changed
+// while the gateway runs. Protected by GATEWAY_ADMIN_KEY and absent when that is unset.
+
+const rate = z
+  .number()
+  .min(0)
+  .max(1)
+  .refine((r) => {
+    try {
+      toPpm(r)
+      return true
+    } catch {
+      return false
+    }
+  }, 'must be a decimal rate between 0 and 1 with at most 6 decimals')
+
+const rateLimitsBody = z
+  .object({
+    requests_per_minute: z.number().int().positive().nullable().optional(),
+    tokens_per_minute: z.number().int().positive().nullable().optional(),
+  })
+  .strict()
+
+const createAccountBody = z
+  .object({
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,64}$/)
+      .optional(),
+    name: z.string().min(1).max(200).optional(),
+    credits: z.number().min(0).max(1e9).optional(),
+    discount_percent: rate.optional(),
+    rate_limits: rateLimitsBody.optional(),
+  })
+  .strict()
+
+const creditsBody = z
+  .object({
+    amount: z.number().refine((n) => n !== 0 && Math.abs(n) <= 1e9, 'must be non-zero, at most 1e9'),
+  })
+  .strict()
+const discountBody = z
+  .object({ discount_percent: rate.nullable(), model: z.string().min(1).optional() })
+  .strict()
+const pageQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  before: z.string().min(1).max(200).optional(),
+})
+
+function parse<T>(schema: z.ZodType<T>, value: unknown): T {
+  const r = schema.safeParse(value ?? {}, { reportInput: true })
+  if (!r.success) throw fromZodError(r.error)
+  return r.data
+}
+
+const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
+
+export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> = async (
+  app,
+  { deps, adminKey },
+) => {
+  const expected = digest(adminKey)
+  app.addHook('onRequest', async (request) => {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
+    // Digests have equal length, so the comparison is constant-time whatever was sent.
+    if (!m?.[1] || !timingSafeEqual(digest(m[1]), expected)) {
+      throw new GatewayError(
+        401,
+        'authentication_error',
+        'invalid_admin_key',
+        'a valid admin key is required',
+      )
+    }
+  })
+
+  const store = deps.store
+  const accountView = async (a: Account) => {
+    const c = await store.ledger.credits(a.id, deps.now())
+    return {
+      id: a.id,
+      object: 'account',
+      name: a.name,
+      created_at: Math.floor(a.createdAt / 1000),
+      discount_percent: fromPpm(a.discountPpm),
+      model_discounts: Object.fromEntries(
+        Object.entries(a.modelDiscountsPpm).map(([m, p]) => [m, fromPpm(p)]),
+      ),
+      rate_limits: {
+        requests_per_minute: a.rateLimits.requestsPerMinute ?? null,
+        tokens_per_minute: a.rateLimits.tokensPerMinute ?? null,
+      },
+      credits: {
+        total_credits: toUsd(c.totalCredits),
+        total_usage: toUsd(c.totalUsage),
+        balance: toUsd(c.totalCredits - c.totalUsage),
+        reserved: toUsd(c.reserved),
+      },
+    }
+  }
+  const mustGet = async (id: string): Promise<Account> => {
+    const a = await store.accounts.get(id)
+    if (!a) throw new GatewayError(404, 'not_found_error', 'account_not_found', `account ${id} not found`)
+    return a
+  }
+
+  app.post('/admin/accounts', async (request, reply) => {
+    const body = parse(createAccountBody, request.body)
+    const account: Account = {
+      id: body.id ?? `acct_${randomBytes(12).toString('hex')}`,
+      name: body.name ?? body.id ?? 'account',
+      createdAt: deps.now(),
+      discountPpm: toPpm(body.discount_percent ?? 0),
+      modelDiscountsPpm: {},
+      rateLimits: {
+        requestsPerMinute: body.rate_limits?.requests_per_minute ?? undefined,
+        tokensPerMinute: body.rate_limits?.tokens_per_minute ?? undefined,
+      },
+    }
+    if (!(await store.accounts.create(account))) {
+      throw new GatewayError(
+        409,
+        'invalid_request_error',
+        'account_exists',
+        `account ${account.id} already exists`,
+        {
+          param: 'id',
+        },
+      )
+    }
+    await store.ledger.open(account.id, usd(body.credits ?? 0))
+    return reply.code(201).send(await accountView(account))
+  })
+
+  app.get('/admin/accounts', async () => ({
+    object: 'list',
+    data: await Promise.all((await store.accounts.list()).map(accountView)),
+  }))
+
+  app.get<{ Params: { id: string } }>('/admin/accounts/:id', async (request) =>
+    accountView(await mustGet(request.params.id)),
+  )
+
+  app.post<{ Params: { id: string } }>('/admin/accounts/:id/keys', async (request, reply) => {
+    const account = await mustGet(request.params.id)
+    const key = `sk-jn-${randomBytes(24).toString('base64url')}`
+    const record = {
+      id: `key_${randomBytes(8).toString('hex')}`,
+      accountId: account.id,
+      hash: hashKey(key),
+      prefix: key.slice(0, 10),
+      createdAt: deps.now(),
+    }
+    await store.accounts.addKey(record)
+    // The only time the key is shown: only its hash is kept.
+    return reply
+      .code(201)
+      .send({
+        id: record.id,
+        object: 'api_key',
+        key,
+        prefix: record.prefix,
+        created_at: Math.floor(record.createdAt / 1000),
+      })
+  })
+
+  app.get<{ Params: { id: string } }>('/admin/accounts/:id/keys', async (request) => {
+    const account = await mustGet(request.params.id)
+    const keys = await store.accounts.listKeys(account.id)
+    return {
+      object: 'list',
+      data: keys.map((k) => ({
+        id: k.id,
+        object: 'api_key',
+        prefix: k.prefix,
+        created_at: Math.floor(k.createdAt / 1000),
+      })),
+    }
+  })
+
+  app.delete<{ Params: { id: string; keyId: string } }>(
+    '/admin/accounts/:id/keys/:keyId',
+    async (request) => {
+      const account = await mustGet(request.params.id)
+      if (!(await store.accounts.removeKey(account.id, request.params.keyId))) {
+        throw new GatewayError(
+          404,
+          'not_found_error',
+          'key_not_found',
+          `key ${request.params.keyId} not found`,
+        )
+      }
+      return { id: request.params.keyId, object: 'api_key', deleted: true }
+    },
+  )
+
+  app.post<{ Params: { id: string } }>('/admin/accounts/:id/credits', async (request) => {
+    const account = await mustGet(request.params.id)
+    const { amount } = parse(creditsBody, request.body)
+    await store.ledger.addCredits(account.id, usd(amount))
+    return (await accountView(account)).credits
+  })
+
+  app.put<{ Params: { id: string } }>('/admin/accounts/:id/discount', async (request) => {
+    const account = await mustGet(request.params.id)
+    const body = parse(discountBody, request.body)
+    const ppm = body.discount_percent === null ? null : toPpm(body.discount_percent)
+    let patch: Partial<Account>
+    if (body.model === undefined) patch = { discountPpm: ppm ?? 0 }
+    else {
+      const modelDiscountsPpm = { ...account.modelDiscountsPpm }
+      if (ppm === null) delete modelDiscountsPpm[body.model]
+      else modelDiscountsPpm[body.model] = ppm
+      patch = { modelDiscountsPpm }
+    }
+    return accountView((await store.accounts.update(account.id, patch)) as Account)
+  })
+
+  app.put<{ Params: { id: string } }>('/admin/accounts/:id/rate-limits', async (request) => {
+    const account = await mustGet(request.params.id)
+    const body = parse(rateLimitsBody, request.body)
+    const rateLimits = { ...account.rateLimits }
+    if (body.requests_per_minute !== undefined)
+      rateLimits.requestsPerMinute = body.requests_per_minute ?? undefined
+    if (body.tokens_per_minute !== undefined) rateLimits.tokensPerMinute = body.tokens_per_minute ?? undefined
+    return accountView((await store.accounts.update(account.id, { rateLimits })) as Account)
+  })
+
+  app.get<{ Params: { id: string } }>('/admin/accounts/:id/generations', async (request) => {
+    const account = await mustGet(request.params.id)
+    const q = parse(pageQuery, request.query)
+    const page = await store.generations.listByAccount(account.id, { limit: q.limit, before: q.before })
+    return { object: 'list', data: page.data.map(toGenerationBody), next_cursor: page.nextCursor }
+  })
+}
