@@ -65,7 +65,7 @@ const timeoutsSchema = z
 
 const providerSchema = z
   .object({
-    kind: z.enum(['openai-compat', 'mock']),
+    kind: z.enum(['openai-compat', 'anthropic', 'gemini', 'mock']),
     baseUrl: z.url({ protocol: /^https?$/ }).optional(),
     /** Name of the environment variable holding the key: keys never live in the file. */
     apiKeyEnv: z.string().min(1).optional(),

@@ -50,6 +50,20 @@ export const builtinProviders: readonly BuiltinProvider[] = [
     baseUrlEnv: 'TOGETHER_BASE_URL',
     baseUrl: 'https://api.together.xyz/v1',
   },
+  {
+    name: 'anthropic',
+    kind: 'anthropic',
+    keyEnv: 'ANTHROPIC_API_KEY',
+    baseUrlEnv: 'ANTHROPIC_BASE_URL',
+    baseUrl: 'https://api.anthropic.com',
+  },
+  {
+    name: 'google',
+    kind: 'gemini',
+    keyEnv: 'GEMINI_API_KEY',
+    baseUrlEnv: 'GEMINI_BASE_URL',
+    baseUrl: 'https://generativelanguage.googleapis.com',
+  },
 ]
 
 const chat = (provider: string, upstreamModel: string): ModelConfig => ({
@@ -86,4 +100,16 @@ export const builtinModels: readonly ModelConfig[] = [
   chat('mistral', 'mistral-small-latest'),
   embedding('mistral', 'mistral-embed'),
   chat('together', 'meta-llama/Llama-3.3-70B-Instruct-Turbo'),
+  chat('anthropic', 'claude-opus-4-6'),
+  chat('anthropic', 'claude-sonnet-4-6'),
+  chat('anthropic', 'claude-opus-4-5'),
+  chat('anthropic', 'claude-sonnet-4-5'),
+  chat('anthropic', 'claude-haiku-4-5'),
+  chat('google', 'gemini-3-pro-preview'),
+  chat('google', 'gemini-3-flash-preview'),
+  chat('google', 'gemini-2.5-pro'),
+  chat('google', 'gemini-2.5-flash'),
+  chat('google', 'gemini-2.5-flash-lite'),
+  embedding('google', 'gemini-embedding-001'),
+  embedding('google', 'text-embedding-004'),
 ]

@@ -1,6 +1,8 @@
 import { Agent, type Dispatcher } from 'undici'
 import type { Config } from '../config.ts'
 import type { ProviderAdapter, ProviderKind, UpstreamConfig } from './types.ts'
+import { createAnthropicAdapter } from './anthropic/adapter.ts'
+import { createGeminiAdapter } from './gemini/adapter.ts'
 import { createMockAdapter } from './mock/adapter.ts'
 import { createOpenAICompatAdapter } from './openai-compat/adapter.ts'
 
@@ -24,6 +26,10 @@ function createAdapter(kind: ProviderKind, now: () => number): ProviderAdapter {
   switch (kind) {
     case 'openai-compat':
       return createOpenAICompatAdapter(now)
+    case 'anthropic':
+      return createAnthropicAdapter(now)
+    case 'gemini':
+      return createGeminiAdapter(now)
     case 'mock':
       return createMockAdapter({ now })
   }

@@ -193,7 +193,7 @@ export interface EmbeddingsResponse {
   [key: string]: unknown
 }
 
-export type ProviderKind = 'openai-compat' | 'mock'
+export type ProviderKind = 'openai-compat' | 'anthropic' | 'gemini' | 'mock'
 
 export interface UpstreamTimeouts {
   /** TCP + TLS connect. */

@@ -1,0 +1,125 @@
+import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
+import { readSse } from '../../sse.ts'
+import {
+  fromNetworkError,
+  headerValue,
+  malformedUpstream,
+  postUpstream,
+  readJson,
+  readLimited,
+  type UpstreamResponse,
+} from '../http.ts'
+import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
+import { resolveReasoning, toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
+import { fromGeminiEmbeddings, fromGeminiResponse, type ChunkMeta } from './response.ts'
+import { createChunkTranslator } from './stream.ts'
+import {
+  geminiEmbedResponseSchema,
+  geminiErrorBodySchema,
+  geminiResponseSchema,
+  type GeminiResponse,
+} from './wire.ts'
+
+// The only file of the Gemini folder that does I/O. The key goes in the x-goog-api-key header, never
+// in the URL (`?key=`), so it cannot end up in a log line or an error message that quotes a URL.
+
+function headers(call: UpstreamCall, accept: string): Record<string, string> {
+  const h: Record<string, string> = { accept }
+  if (call.upstream.apiKey) h['x-goog-api-key'] = call.upstream.apiKey
+  return h
+}
+
+function url(call: UpstreamCall, method: string): string {
+  return `${call.upstream.baseUrl}/v1beta/models/${encodeURIComponent(call.upstreamModel)}:${method}`
+}
+
+async function post(
+  call: UpstreamCall,
+  method: string,
+  payload: unknown,
+  accept: string,
+): Promise<UpstreamResponse> {
+  const res = await postUpstream(call, url(call, method), headers(call, accept), payload)
+  if (res.status >= 200 && res.status < 300) return res
+  let text = ''
+  try {
+    text = await readLimited(res.body)
+  } catch {
+    // The status alone decides the mapping.
+  }
+  call.log.warn({ provider: call.upstream.name, status: res.status }, 'upstream returned an error')
+  throw fromGeminiError(call.upstream.name, res.status, text, headerValue(res.headers, 'retry-after'), [
+    call.upstream.apiKey,
+  ])
+}
+
+export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapter {
+  const meta = (call: UpstreamCall): ChunkMeta => ({
+    id: '',
+    model: call.upstreamModel,
+    created: Math.floor(now() / 1000),
+  })
+  const excludeReasoning = (req: ChatRequest) => resolveReasoning(req)?.exclude === true
+
+  return {
+    async chat(req, call) {
+      const body = toGeminiRequest(req, call.upstreamModel)
+      const res = await post(call, 'generateContent', body, 'application/json')
+      const parsed = geminiResponseSchema.safeParse(await readJson(call, res.body))
+      if (!parsed.success)
+        throw malformedUpstream(call, 'response is not a GenerateContentResponse', parsed.error)
+      return fromGeminiResponse(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
+    },
+
+    async *chatStream(req, call): AsyncGenerator<ChatChunk> {
+      // Translation errors (400) are thrown before anything is sent upstream.
+      const body = toGeminiRequest(req, call.upstreamModel)
+      const res = await post(call, 'streamGenerateContent?alt=sse', body, 'text/event-stream')
+      const translate = createChunkTranslator(meta(call), { excludeReasoning: excludeReasoning(req) })
+      let ended = false
+      try {
+        for await (const sse of readSse(res.body)) {
+          let json: unknown
+          try {
+            json = JSON.parse(sse.data)
+          } catch (err) {
+            throw malformedUpstream(call, 'stream event is not valid JSON', err)
+          }
+          if (geminiErrorBodySchema.safeParse(json).success) {
+            call.log.warn({ provider: call.upstream.name }, 'upstream error event mid-stream')
+            throw fromGeminiStreamError(call.upstream.name, json)
+          }
+          const parsed = geminiResponseSchema.safeParse(json)
+          if (!parsed.success) {
+            throw malformedUpstream(call, 'stream event is not a GenerateContentResponse', parsed.error)
+          }
+          for (const chunk of translate(parsed.data as GeminiResponse)) yield chunk
+        }
+        ended = true
+      } catch (err) {
+        throw fromNetworkError(err, call)
+      } finally {
+        // Leaving early (client gone, error) must release the upstream connection now.
+        if (!ended) res.body.destroy()
+      }
+      // Gemini has no end marker: the last event carries finishReason. Without one the stream was cut.
+      if (translate.state.finishReason === null) {
+        throw malformedUpstream(call, 'stream ended before the answer was complete')
+      }
+      for (const chunk of translate.end()) yield chunk
+    },
+
+    async embed(req, call) {
+      const res = await post(
+        call,
+        'batchEmbedContents',
+        toGeminiEmbedRequest(req, call.upstreamModel),
+        'application/json',
+      )
+      const parsed = geminiEmbedResponseSchema.safeParse(await readJson(call, res.body))
+      if (!parsed.success)
+        throw malformedUpstream(call, 'response is not a batchEmbedContents answer', parsed.error)
+      return fromGeminiEmbeddings(parsed.data, req, req.model)
+    },
+  }
+}

@@ -1,0 +1,121 @@
+import { GatewayError } from '../../errors.ts'
+import { scrubSecrets } from '../http.ts'
+import { geminiErrorBodySchema } from './wire.ts'
+
+// Gemini errors: `{"error": {"code": 429, "message": "…", "status": "RESOURCE_EXHAUSTED", "details": […]}}`.
+// https://ai.google.dev/gemini-api/docs/troubleshooting — 400 INVALID_ARGUMENT / FAILED_PRECONDITION,
+// 403 PERMISSION_DENIED, 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 500 INTERNAL, 503 UNAVAILABLE,
+// 504 DEADLINE_EXCEEDED.
+
+interface ParsedError {
+  message?: string
+  status?: string
+  /** From a google.rpc.RetryInfo detail (`"retryDelay": "28s"`), whole seconds rounded up. */
+  retryDelay?: string
+  /** From a google.rpc.ErrorInfo detail, e.g. API_KEY_INVALID. */
+  reason?: string
+}
+
+function parseBody(body: unknown): ParsedError {
+  let json = body
+  if (typeof body === 'string') {
+    try {
+      json = JSON.parse(body)
+    } catch {
+      return {}
+    }
+  }
+  // Some Google front ends answer with a one-element array around the error.
+  if (Array.isArray(json)) json = json[0]
+  const r = geminiErrorBodySchema.safeParse(json)
+  if (!r.success) return {}
+  const out: ParsedError = { message: r.data.error.message, status: r.data.error.status }
+  for (const d of r.data.error.details ?? []) {
+    const delay = (d as { retryDelay?: unknown }).retryDelay
+    if (typeof delay === 'string') {
+      const seconds = /^(\d+(?:\.\d+)?)s$/.exec(delay)
+      if (seconds) out.retryDelay = String(Math.ceil(Number(seconds[1])))
+    }
+    const reason = (d as { reason?: unknown }).reason
+    if (typeof reason === 'string') out.reason = reason
+  }
+  return out
+}
+
+/** Maps a Gemini HTTP error. The provider's message reaches the client only for a 4xx it caused. */
+export function fromGeminiError(
+  provider: string,
+  status: number,
+  body: unknown,
+  retryAfter: string | undefined,
+  secrets: (string | undefined)[] = [],
+): GatewayError {
+  const e = parseBody(body)
+  if (status === 429) {
+    const headers: Record<string, string> = {}
+    const after = retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : e.retryDelay
+    if (after) headers['retry-after'] = after
+    return new GatewayError(
+      429,
+      'rate_limit_error',
+      'rate_limit_exceeded',
+      `upstream ${provider} is rate limiting (429)`,
+      {
+        headers,
+        retryable: true,
+      },
+    )
+  }
+  // Gemini answers a bad key with 400 INVALID_ARGUMENT: that is the gateway's problem, not the client's.
+  if (status === 401 || status === 403 || e.reason === 'API_KEY_INVALID' || e.status === 'UNAUTHENTICATED') {
+    return new GatewayError(
+      502,
+      'upstream_error',
+      'upstream_error',
+      `upstream ${provider} refused the gateway's credentials (${status})`,
+      { retryable: true },
+    )
+  }
+  if (status === 504) {
+    return new GatewayError(
+      504,
+      'timeout_error',
+      'upstream_timeout',
+      `upstream ${provider} timed out (504)`,
+      {
+        retryable: true,
+      },
+    )
+  }
+  if (status >= 400 && status < 500 && status !== 408) {
+    const text = e.message ? scrubSecrets(e.message, secrets) : undefined
+    return new GatewayError(
+      400,
+      'invalid_request_error',
+      'upstream_invalid_request',
+      text ? `upstream ${provider}: ${text}` : `upstream ${provider} rejected the request (${status})`,
+    )
+  }
+  const what = status === 503 ? 'is overloaded' : 'failed'
+  return new GatewayError(
+    502,
+    'upstream_error',
+    'upstream_error',
+    `upstream ${provider} ${what} (${status})`,
+    {
+      retryable: true,
+    },
+  )
+}
+
+/** An error object inside a stream that had already started (HTTP status 200). */
+export function fromGeminiStreamError(provider: string, event: unknown): GatewayError {
+  const { status } = parseBody(event)
+  return new GatewayError(
+    502,
+    'upstream_error',
+    'upstream_error',
+    `upstream ${provider} failed mid-stream (${status ?? 'error'})`,
+    { retryable: true, cause: event },
+  )
+}
