@@ -2,8 +2,11 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { authenticate } from './auth.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
+import { accountRoutes } from './routes/account.ts'
+import { adminRoutes } from './routes/admin.ts'
 import { chatRoutes } from './routes/chat.ts'
 import { embeddingsRoutes } from './routes/embeddings.ts'
+import { filesRoutes } from './routes/files.ts'
 import { healthRoutes } from './routes/health.ts'
 import { modelsRoutes } from './routes/models.ts'
 
@@ -64,6 +67,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
 
   await app.register(healthRoutes, { deps })
+  if (deps.config.adminKey !== undefined) {
+    await app.register(adminRoutes, { deps, adminKey: deps.config.adminKey })
+  }
   // Everything under /v1 and /routed needs an account.
   await app.register(async (api) => {
     api.addHook('onRequest', async (request) => {
@@ -71,7 +77,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     })
     await api.register(chatRoutes, { deps })
     await api.register(embeddingsRoutes, { deps })
+    await api.register(filesRoutes, { deps })
     await api.register(modelsRoutes, { deps })
+    await api.register(accountRoutes, { deps })
   })
   return app
 }

@@ -4,6 +4,10 @@ import { z } from 'zod'
 import { formatPath } from './errors.ts'
 import type { ProviderKind, UpstreamConfig } from './providers/types.ts'
 import { builtinProviders, builtinModels, type BuiltinProvider } from './providers/catalogue.ts'
+import { builtinPrices } from './billing/price-list.ts'
+import { compilePrice, type CompiledPrice, type PriceTable } from './billing/prices.ts'
+import { toPpm, usd, type Money } from './billing/money.ts'
+import type { RateLimits } from './store/types.ts'
 
 // The only reader of process.env. Everything else receives a Config.
 
@@ -14,6 +18,15 @@ export interface ModelConfig {
   provider: string
   upstreamModel: string
   type: ModelType
+  /** Most output tokens one answer can have: the reservation's bound when the client sets none. */
+  maxOutputTokens?: number
+}
+
+/** A model as the gateway serves it: its config plus its resolved price. */
+export interface ResolvedModel extends ModelConfig {
+  price: CompiledPrice
+  /** False when neither the catalogue nor the config gives a price (it is then billed at 0). */
+  priced: boolean
 }
 
 export interface AccountKeyConfig {
@@ -25,6 +38,11 @@ export interface AccountConfig {
   id: string
   name: string
   keys: AccountKeyConfig[]
+  /** Credits an account starts with the first time the ledger sees it. */
+  initialCredits: Money
+  discountPpm: number
+  modelDiscountsPpm: Record<string, number>
+  rateLimits: RateLimits
 }
 
 export interface Config {
@@ -41,17 +59,34 @@ export interface Config {
     keepAliveTimeoutMs: number
   }
   limits: {
-    /** Open SSE streams one account may hold at once. */
-    maxConcurrentStreamsPerAccount: number
+    /** How long a reservation holds credits if its request never settles it (crash, hang). */
+    reservationTtlMs: number
+    /** Output bound used for the reservation when neither the client nor the model gives one. */
+    defaultMaxOutputTokens: number
+    /** Applied to accounts that set no rate limits of their own. */
+    defaultRateLimits: RateLimits
   }
+  /** Admin API key (GATEWAY_ADMIN_KEY); the admin API is off without one. */
+  adminKey?: string
   providers: Record<string, UpstreamConfig & { maxConnections: number }>
-  models: ModelConfig[]
+  models: ResolvedModel[]
   accounts: AccountConfig[]
   /** True when the built-in development account (key `sk-dev`) was added. */
   devAccount: boolean
+  files: {
+    /** Directory of uploaded files (created on first upload). */
+    dir: string
+    /** Largest single upload (413 above). */
+    maxFileBytes: number
+    maxFilesPerAccount: number
+    maxBytesPerAccount: number
+    /** Most file bytes inlined into one chat request by file references (413 above). */
+    maxInlineBytesPerRequest: number
+  }
 }
 
 export const DEV_KEY = 'sk-dev'
+export const DEV_CREDITS_USD = 100
 
 const hex64 = /^[0-9a-f]{64}$/
 
@@ -76,12 +111,60 @@ const providerSchema = z
   })
   .strict()
 
+const price = z.number().min(0).max(1_000_000)
+const priceSchema = z
+  .object({
+    prompt: price.optional(),
+    cachedPrompt: price.optional(),
+    cacheWrite: price.optional(),
+    completion: price.optional(),
+    reasoning: price.optional(),
+    audioPrompt: price.optional(),
+    audioCompletion: price.optional(),
+    embedding: price.optional(),
+    imageByTier: z.record(z.string(), price).optional(),
+    videoPerSecond: z.record(z.string(), price).optional(),
+    speechPerMillionCharacters: price.optional(),
+    speechAudioTokens: price.optional(),
+  })
+  .strict()
+  .superRefine((table, ctx) => {
+    try {
+      compilePrice(table)
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message })
+    }
+  })
+
 const modelSchema = z
   .object({
     slug: z.string().regex(/^[^/\s]+\/\S+$/, 'must have the form provider/model_name'),
     provider: z.string().min(1).optional(),
     upstreamModel: z.string().min(1).optional(),
     type: z.enum(['chat', 'embedding', 'image', 'video', 'speech']).default('chat'),
+    /** Replaces the catalogue's price table for this slug. */
+    pricing: priceSchema.optional(),
+    maxOutputTokens: z.number().int().positive().optional(),
+  })
+  .strict()
+
+const rate = z
+  .number()
+  .min(0)
+  .max(1)
+  .refine((r) => {
+    try {
+      toPpm(r)
+      return true
+    } catch {
+      return false
+    }
+  }, 'must be a decimal rate between 0 and 1 with at most 6 decimals')
+
+const rateLimitsSchema = z
+  .object({
+    requestsPerMinute: z.number().int().positive().optional(),
+    tokensPerMinute: z.number().int().positive().optional(),
   })
   .strict()
 
@@ -95,6 +178,12 @@ const accountSchema = z
     id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/),
     name: z.string().max(200).optional(),
     keys: z.array(keySchema).min(1),
+    /** USD the account starts with. */
+    credits: z.number().min(0).max(1e9).default(0),
+    /** 0.75 = 75 % off the upstream cost. */
+    discountPercent: rate.default(0),
+    modelDiscounts: z.record(z.string(), rate).default({}),
+    rateLimits: rateLimitsSchema.default({}),
   })
   .strict()
 
@@ -117,12 +206,26 @@ const fileSchema = z
       .strict()
       .default({}),
     limits: z
-      .object({ maxConcurrentStreamsPerAccount: z.number().int().positive().optional() })
+      .object({
+        reservationTtlMs: z.number().int().positive().optional(),
+        defaultMaxOutputTokens: z.number().int().positive().optional(),
+        rateLimits: rateLimitsSchema.optional(),
+      })
       .strict()
       .default({}),
     providers: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/), providerSchema).default({}),
     models: z.array(modelSchema).default([]),
     accounts: z.array(accountSchema).default([]),
+    files: z
+      .object({
+        dir: z.string().min(1).optional(),
+        maxFileBytes: z.number().int().positive().optional(),
+        maxFilesPerAccount: z.number().int().positive().optional(),
+        maxBytesPerAccount: z.number().int().positive().optional(),
+        maxInlineBytesPerRequest: z.number().int().positive().optional(),
+      })
+      .strict()
+      .default({}),
   })
   .strict()
 
@@ -144,6 +247,12 @@ const envSchema = z.object({
   GATEWAY_BODY_LIMIT_BYTES: z.coerce.number().int().positive().optional(),
   GATEWAY_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).optional(),
   MOCK_LATENCY_MS: z.coerce.number().int().min(0).max(600_000).optional(),
+  GATEWAY_FILES_DIR: z.string().min(1).optional(),
+  GATEWAY_MAX_FILE_BYTES: z.coerce.number().int().positive().optional(),
+  GATEWAY_MAX_FILES_PER_ACCOUNT: z.coerce.number().int().positive().optional(),
+  GATEWAY_MAX_FILE_BYTES_PER_ACCOUNT: z.coerce.number().int().positive().optional(),
+  GATEWAY_MAX_INLINE_FILE_BYTES: z.coerce.number().int().positive().optional(),
+  GATEWAY_ADMIN_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
 })
 
 function describeZod(err: z.ZodError, prefix: string): string {
@@ -190,13 +299,25 @@ export function loadConfig(
     id: a.id,
     name: a.name ?? a.id,
     keys: a.keys.map((k) => ({ sha256: typeof k === 'string' ? hashKey(k) : k.sha256 })),
+    initialCredits: usd(a.credits),
+    discountPpm: toPpm(a.discountPercent),
+    modelDiscountsPpm: Object.fromEntries(Object.entries(a.modelDiscounts).map(([m, r]) => [m, toPpm(r)])),
+    rateLimits: a.rateLimits,
   }))
   let devAccount = false
   if (accounts.length === 0) {
     if (nodeEnv === 'production') {
       throw new ConfigError('accounts: at least one account is required when NODE_ENV is production')
     }
-    accounts.push({ id: 'dev', name: 'development', keys: [{ sha256: hashKey(DEV_KEY) }] })
+    accounts.push({
+      id: 'dev',
+      name: 'development',
+      keys: [{ sha256: hashKey(DEV_KEY) }],
+      initialCredits: usd(DEV_CREDITS_USD),
+      discountPpm: 0,
+      modelDiscountsPpm: {},
+      rateLimits: {},
+    })
     devAccount = true
   }
 
@@ -210,11 +331,25 @@ export function loadConfig(
       logLevel: e.LOG_LEVEL ?? file.server.logLevel ?? 'info',
       keepAliveTimeoutMs: file.server.keepAliveTimeoutMs ?? 72_000,
     },
-    limits: { maxConcurrentStreamsPerAccount: file.limits.maxConcurrentStreamsPerAccount ?? 1_000 },
+    limits: {
+      reservationTtlMs: file.limits.reservationTtlMs ?? 15 * 60_000,
+      defaultMaxOutputTokens: file.limits.defaultMaxOutputTokens ?? 16_384,
+      defaultRateLimits: file.limits.rateLimits ?? {},
+    },
+    adminKey: e.GATEWAY_ADMIN_KEY,
     providers,
     models,
     accounts,
     devAccount,
+    files: {
+      dir: e.GATEWAY_FILES_DIR ?? file.files.dir ?? './data/files',
+      maxFileBytes: e.GATEWAY_MAX_FILE_BYTES ?? file.files.maxFileBytes ?? 512 * 1024 * 1024,
+      maxFilesPerAccount: e.GATEWAY_MAX_FILES_PER_ACCOUNT ?? file.files.maxFilesPerAccount ?? 10_000,
+      maxBytesPerAccount:
+        e.GATEWAY_MAX_FILE_BYTES_PER_ACCOUNT ?? file.files.maxBytesPerAccount ?? 10 * 1024 ** 3,
+      maxInlineBytesPerRequest:
+        e.GATEWAY_MAX_INLINE_FILE_BYTES ?? file.files.maxInlineBytesPerRequest ?? 32 * 1024 * 1024,
+    },
   }
 }
 
@@ -263,8 +398,8 @@ function resolveProviders(
   return out
 }
 
-function resolveModels(file: FileConfig, providers: Config['providers']): ModelConfig[] {
-  const bySlug = new Map<string, ModelConfig>()
+function resolveModels(file: FileConfig, providers: Config['providers']): ResolvedModel[] {
+  const bySlug = new Map<string, ModelConfig & { pricing?: PriceTable }>()
   for (const m of builtinModels) {
     if (providers[m.provider]) bySlug.set(m.slug, { ...m })
   }
@@ -279,7 +414,12 @@ function resolveModels(file: FileConfig, providers: Config['providers']): ModelC
       provider,
       upstreamModel: m.upstreamModel ?? m.slug.slice(slash + 1),
       type: m.type,
+      maxOutputTokens: m.maxOutputTokens,
+      pricing: m.pricing,
     })
   })
-  return [...bySlug.values()]
+  return [...bySlug.values()].map(({ pricing, ...m }) => {
+    const table = pricing ?? builtinPrices[m.slug]
+    return { ...m, price: compilePrice(table ?? {}), priced: table !== undefined }
+  })
 }

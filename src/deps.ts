@@ -4,6 +4,10 @@ import { ids as defaultIds, type Ids } from './ids.ts'
 import { createLogger } from './logger.ts'
 import { createProviderRegistry, type ProviderRegistry } from './providers/registry.ts'
 import { createRouter, type Router } from './routing/router.ts'
+import { createLocalFileStorage } from './files/local-storage.ts'
+import type { FileStorage } from './files/storage.ts'
+import { createMetering, type Metering } from './billing/metering.ts'
+import { countTokens, type TokenCounter } from './billing/tokens.ts'
 import { createMemoryStore } from './store/memory.ts'
 import type { Store } from './store/types.ts'
 
@@ -18,6 +22,9 @@ export interface Deps {
   store: Store
   providers: ProviderRegistry
   router: Router
+  /** Bytes of uploaded files; their metadata is in store.files. */
+  fileStorage: FileStorage
+  metering: Metering
   now: () => number
   ids: Ids
   lifecycle: Lifecycle
@@ -29,24 +36,62 @@ export interface DepsOverrides {
   store?: Store
   now?: () => number
   ids?: Ids
+  fileStorage?: FileStorage
+  countTokens?: TokenCounter
+}
+
+/**
+ * Accounts of the config file enter the store at start-up. Existing ones keep their state (a shared
+ * store outlives one instance); their config keys are (re-)added and a new ledger gets its credits.
+ */
+async function seedAccounts(config: Config, store: Store, now: number): Promise<void> {
+  for (const a of config.accounts) {
+    await store.accounts.create({
+      id: a.id,
+      name: a.name,
+      createdAt: now,
+      discountPpm: a.discountPpm,
+      modelDiscountsPpm: a.modelDiscountsPpm,
+      rateLimits: a.rateLimits,
+    })
+    for (const key of a.keys) {
+      await store.accounts.addKey({
+        id: `key_${key.sha256.slice(0, 16)}`,
+        accountId: a.id,
+        hash: key.sha256,
+        prefix: '',
+        createdAt: now,
+      })
+    }
+    await store.ledger.open(a.id, a.initialCredits)
+  }
 }
 
 export async function createDeps(config: Config, overrides: DepsOverrides = {}): Promise<Deps> {
   const now = overrides.now ?? Date.now
   const log = overrides.log ?? createLogger(config.server.logLevel)
   const store = overrides.store ?? createMemoryStore()
-  for (const account of config.accounts) {
-    await store.accounts.upsert({ id: account.id, name: account.name, createdAt: now() })
-    for (const key of account.keys) await store.accounts.addKey(account.id, key.sha256)
-  }
+  await seedAccounts(config, store, now())
   const providers = createProviderRegistry(config, { now })
   const router = createRouter(config, providers)
+  const metering = createMetering({
+    store,
+    config,
+    now,
+    log,
+    countTokens: overrides.countTokens ?? countTokens,
+  })
+  for (const m of config.models) {
+    if (!m.priced) log.warn({ model: m.slug }, 'model has no price: its generations are billed at 0')
+  }
   return {
     config,
     log,
     store,
     providers,
     router,
+    fileStorage: overrides.fileStorage ?? createLocalFileStorage(config.files.dir, { now }),
+    metering,
     now,
     ids: overrides.ids ?? defaultIds,
     lifecycle: { draining: false },

@@ -27,6 +27,7 @@ export async function postUpstream(
       headersTimeout: call.upstream.timeouts.firstByteMs,
       bodyTimeout: call.upstream.timeouts.idleMs,
     })
+    call.onFirstByte?.()
     return { status: res.statusCode, headers: res.headers, body: res.body }
   } catch (err) {
     throw fromNetworkError(err, call)

@@ -225,6 +225,8 @@ export interface UpstreamCall {
   log: Logger
   /** The keep-alive pool for this upstream; absent for providers that do no HTTP. */
   dispatcher?: Dispatcher
+  /** Called when the upstream's response starts (latency measurement). */
+  onFirstByte?: () => void
 }
 
 export interface ProviderAdapter {

@@ -1,16 +1,16 @@
-import type { Config, ModelConfig, ModelType } from '../config.ts'
+import type { Config, ModelType, ResolvedModel } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import type { Provider, ProviderRegistry } from '../providers/registry.ts'
 
 export interface Route {
-  model: ModelConfig
+  model: ResolvedModel
   provider: Provider
 }
 
 export interface Router {
   /** The provider that serves `slug`; 404 for an unknown slug, 400 for a model of another type. */
   resolve(slug: string, type: ModelType): Route
-  models(): readonly ModelConfig[]
+  models(): readonly ResolvedModel[]
 }
 
 export function createRouter(config: Config, registry: ProviderRegistry): Router {

@@ -26,7 +26,7 @@ describe('logs', () => {
     })
     gw = await startGateway({
       env: { OPENAI_API_KEY: upstreamKey, OPENAI_BASE_URL: `${fake.origin}/v1` },
-      file: { accounts: [{ id: 'acme', keys: [clientKey] }] },
+      file: { accounts: [{ id: 'acme', keys: [clientKey], credits: 10 }] },
       overrides: { log: createLogger('trace', sink) },
     })
   })

@@ -61,7 +61,7 @@ describe('loadConfig', () => {
       { LOCAL_KEY: 'secret' },
     )
     expect(c.providers.local?.apiKey).toBe('secret')
-    expect(c.models.find((m) => m.slug === 'local/llama')).toEqual({
+    expect(c.models.find((m) => m.slug === 'local/llama')).toMatchObject({
       slug: 'local/llama',
       provider: 'local',
       upstreamModel: 'llama3.2:1b',

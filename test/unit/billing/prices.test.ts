@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest'
+import { applyPpm, toPpm, toUsd } from '../../../src/billing/money.ts'
+import { compilePrice, priceChatUsage, priceEmbeddingUsage } from '../../../src/billing/prices.ts'
+
+describe('priceChatUsage', () => {
+  const gpt4o = compilePrice({ prompt: 2.5, cachedPrompt: 1.25, completion: 10 })
+
+  it('prices plain tokens: 1 000 prompt + 500 completion on gpt-4o = $0.0075', () => {
+    // 1000 × 2.5/1e6 + 500 × 10/1e6 = 0.0025 + 0.005
+    const cost = priceChatUsage({ prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 }, gpt4o)
+    expect(toUsd(cost)).toBe(0.0075)
+  })
+
+  it('prices cached prompt tokens at the cached price, once', () => {
+    // 600 uncached × 2.5 + 400 cached × 1.25 + 100 × 10 = 1500 + 500 + 1000 = 3000 per million → $0.003
+    const cost = priceChatUsage(
+      {
+        prompt_tokens: 1000,
+        completion_tokens: 100,
+        total_tokens: 1100,
+        prompt_tokens_details: { cached_tokens: 400 },
+      },
+      gpt4o,
+    )
+    expect(toUsd(cost)).toBe(0.003)
+  })
+
+  it('prices reasoning at the completion price unless a reasoning price is set', () => {
+    const usage = {
+      prompt_tokens: 0,
+      completion_tokens: 1000,
+      total_tokens: 1000,
+      completion_tokens_details: { reasoning_tokens: 800 },
+    }
+    expect(toUsd(priceChatUsage(usage, gpt4o))).toBe(0.01)
+    const split = compilePrice({ prompt: 1, completion: 2, reasoning: 3 })
+    // 200 × 2 + 800 × 3 = 2800 per million
+    expect(toUsd(priceChatUsage(usage, split))).toBe(0.0028)
+  })
+
+  it('prices cache writes (Anthropic) at the cache-write price', () => {
+    const sonnet = compilePrice({ prompt: 3, cachedPrompt: 0.3, cacheWrite: 3.75, completion: 15 })
+    // 100 × 3 + 1000 × 0.3 + 2000 × 3.75 + 50 × 15 = 300 + 300 + 7500 + 750 = 8850 per million
+    const cost = priceChatUsage(
+      {
+        prompt_tokens: 3100,
+        completion_tokens: 50,
+        total_tokens: 3150,
+        prompt_tokens_details: { cached_tokens: 1000, cache_write_tokens: 2000 },
+      },
+      sonnet,
+    )
+    expect(toUsd(cost)).toBe(0.00885)
+  })
+
+  it('the discount example: 75 % off a $0.0075 upstream cost', () => {
+    const upstream = priceChatUsage(
+      { prompt_tokens: 1000, completion_tokens: 500, total_tokens: 1500 },
+      gpt4o,
+    )
+    const discount = applyPpm(upstream, toPpm(0.75))
+    expect(toUsd(discount)).toBe(0.005625)
+    expect(toUsd(upstream - discount)).toBe(0.001875)
+  })
+
+  it('prices embeddings per input token', () => {
+    const small = compilePrice({ embedding: 0.02 })
+    expect(toUsd(priceEmbeddingUsage({ prompt_tokens: 1_000_000 }, small))).toBe(0.02)
+    expect(priceEmbeddingUsage({ prompt_tokens: 1 }, small)).toBe(20_000n)
+  })
+
+  it('ignores negative or missing figures instead of paying them back', () => {
+    expect(priceChatUsage({ prompt_tokens: -5, completion_tokens: 0, total_tokens: 0 }, gpt4o)).toBe(0n)
+  })
+})
