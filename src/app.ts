@@ -31,17 +31,17 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // Every body the API takes is JSON (multipart is added per route); plain text is a 415.
   app.removeContentTypeParser('text/plain')
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback style: this runs on every request, and a sync hook costs no promise.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     if (deps.lifecycle.draining && !request.url.startsWith('/healthz')) {
       reply.header('connection', 'close')
-      throw new GatewayError(
-        503,
-        'service_unavailable',
-        'shutting_down',
-        'the gateway is shutting down; retry',
+      done(
+        new GatewayError(503, 'service_unavailable', 'shutting_down', 'the gateway is shutting down; retry'),
       )
+      return
     }
+    done()
   })
 
   app.setErrorHandler((err, request, reply) => {

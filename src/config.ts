@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { z } from 'zod'
 import { formatPath } from './errors.ts'
@@ -261,7 +261,7 @@ function describeZod(err: z.ZodError, prefix: string): string {
 
 /** API keys are stored and looked up by their SHA-256, never in plain text. */
 export function hashKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex')
+  return hash('sha256', key, 'hex')
 }
 
 /**

@@ -144,10 +144,17 @@ export async function* sseBody(
 ): AsyncGenerator<string> {
   const tally: StreamTally = { finishReason: null, produced: false, pieces: [] }
   let next = first
+  let sent = 0
   try {
     while (!next.done) {
       const out = observeChunk(next.value, ctx, tally)
-      if (out) yield sseData(out)
+      if (out) {
+        yield sseData(out)
+        // The response socket is corked until the next tick; when the upstream's data is already
+        // buffered, the promise chain would translate every buffered chunk before that tick comes.
+        // One turn of the event loop after the first event puts it on the wire at once.
+        if (++sent === 1) await new Promise((resolve) => setImmediate(resolve))
+      }
       next = await chunks.next()
     }
     yield SSE_DONE

@@ -14,10 +14,10 @@ import { fromOpenAIError } from './errors.ts'
 import { toOpenAIChatRequest, toOpenAIEmbeddingsRequest } from './request.ts'
 import { fromOpenAIChunk, fromOpenAICompletion, fromOpenAIEmbeddings } from './response.ts'
 import {
-  openAIChunkSchema,
+  isOpenAIStreamError,
   openAICompletionSchema,
   openAIEmbeddingsSchema,
-  openAIErrorBodySchema,
+  parseOpenAIChunk,
 } from './wire.ts'
 
 function authHeaders(call: UpstreamCall): Record<string, string> {
@@ -84,8 +84,7 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
           } catch (err) {
             throw malformedUpstream(call, 'stream event is not valid JSON', err)
           }
-          const upstreamError = openAIErrorBodySchema.safeParse(json)
-          if (upstreamError.success) {
+          if (isOpenAIStreamError(json)) {
             throw new GatewayError(
               502,
               'upstream_error',
@@ -97,11 +96,10 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
               },
             )
           }
-          const chunk = openAIChunkSchema.safeParse(json)
-          if (!chunk.success)
-            throw malformedUpstream(call, 'stream event is not a chat completion chunk', chunk.error)
-          if (chunk.data.choices.some((c) => c.finish_reason)) finished = true
-          yield fromOpenAIChunk(chunk.data, now())
+          const chunk = parseOpenAIChunk(json)
+          if (!chunk) throw malformedUpstream(call, 'stream event is not a chat completion chunk')
+          if (chunk.choices.some((c) => c.finish_reason)) finished = true
+          yield fromOpenAIChunk(chunk, now())
         }
       } catch (err) {
         throw fromNetworkError(err, call)

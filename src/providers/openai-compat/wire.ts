@@ -63,3 +63,33 @@ export const openAIErrorBodySchema = z.looseObject({
 
 export type OpenAICompletion = z.infer<typeof openAICompletionSchema>
 export type OpenAIChunk = z.infer<typeof openAIChunkSchema>
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/**
+ * The per-chunk check of a stream, written by hand: it runs for every event of every stream, where
+ * a schema library's cost shows. Same rules as `openAIChunkSchema`; null when the shape is wrong.
+ */
+export function parseOpenAIChunk(json: unknown): OpenAIChunk | null {
+  if (!isRecord(json)) return null
+  const choices = json.choices ?? []
+  if (!Array.isArray(choices)) return null
+  for (const c of choices) {
+    if (!isRecord(c) || typeof c.index !== 'number') return null
+    if (c.delta !== undefined && !isRecord(c.delta)) return null
+    if (c.finish_reason !== undefined && c.finish_reason !== null && typeof c.finish_reason !== 'string')
+      return null
+  }
+  const u = json.usage
+  if (u !== undefined && u !== null) {
+    if (!isRecord(u) || typeof u.prompt_tokens !== 'number' || typeof u.total_tokens !== 'number') return null
+  }
+  if (json.choices === undefined) json.choices = choices
+  return json as OpenAIChunk
+}
+
+/** An error event inside a stream: `{"error": …}` without chunk fields. */
+export function isOpenAIStreamError(json: unknown): boolean {
+  return isRecord(json) && json.error !== undefined && json.choices === undefined
+}
