@@ -264,6 +264,16 @@ function toUserBlock(part: ContentPart, at: string): AnthropicContentBlock[] {
           },
         ]
       }
+      if (mediaType === 'text/plain') {
+        const text = Buffer.from(base64, 'base64').toString('utf8')
+        return [
+          {
+            type: 'document',
+            source: { type: 'text', media_type: mediaType, data: text },
+            ...cacheControlOf(part),
+          },
+        ]
+      }
       if (mediaType !== undefined && imageMediaTypes.has(mediaType)) {
         return [
           {
@@ -275,7 +285,7 @@ function toUserBlock(part: ContentPart, at: string): AnthropicContentBlock[] {
       }
       throw invalidRequest(
         'invalid_value',
-        'Anthropic models take PDF and image (jpeg, png, gif, webp) files only',
+        'Anthropic models take PDF, plain text and image (jpeg, png, gif, webp) files only',
         `${at}.file.file_data`,
       )
     }
@@ -311,19 +321,19 @@ export function parseDataUrl(url: string): { mediaType: string; base64: string }
   return { mediaType: (m[1] as string).toLowerCase(), base64: m[3] as string }
 }
 
+const extensionTypes: Record<string, string> = {
+  pdf: 'application/pdf',
+  txt: 'text/plain',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  webp: 'image/webp',
+}
+
 function mediaTypeOfName(name: string | undefined): string | undefined {
   const ext = name?.toLowerCase().split('.').pop()
-  return ext === 'pdf'
-    ? 'application/pdf'
-    : ext === 'png'
-      ? 'image/png'
-      : ext === 'jpg' || ext === 'jpeg'
-        ? 'image/jpeg'
-        : ext === 'gif'
-          ? 'image/gif'
-          : ext === 'webp'
-            ? 'image/webp'
-            : undefined
+  return ext === undefined ? undefined : extensionTypes[ext]
 }
 
 /** Anthropic tool_use ids are `[a-zA-Z0-9_-]+`; ids from other providers are made to fit, the same way both sides. */

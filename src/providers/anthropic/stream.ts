@@ -89,7 +89,7 @@ export function createChunkTranslator(
       usage: usage(),
     }
   }
-  const mergeUsage = (u: Partial<AnthropicUsage> | undefined) => {
+  const mergeUsage = (u: Record<string, unknown> | undefined) => {
     if (!u) return
     for (const [k, v] of Object.entries(u))
       if (typeof v === 'number') (state.usage as Record<string, number>)[k] = v

@@ -32,7 +32,10 @@ export interface AnthropicImageBlock {
 
 export interface AnthropicDocumentBlock {
   type: 'document'
-  source: { type: 'base64'; media_type: 'application/pdf'; data: string } | { type: 'url'; url: string }
+  source:
+    | { type: 'base64'; media_type: 'application/pdf'; data: string }
+    | { type: 'text'; media_type: 'text/plain'; data: string }
+    | { type: 'url'; url: string }
   cache_control?: AnthropicCacheControl
 }
 
@@ -117,6 +120,14 @@ export const anthropicUsageSchema = z.looseObject({
   cache_read_input_tokens: z.number().int().min(0).nullable().optional(),
 })
 
+/** Usage inside stream events: only what the event carries (no defaults, which would overwrite). */
+const eventUsageSchema = z.looseObject({
+  input_tokens: z.number().int().min(0).nullable().optional(),
+  output_tokens: z.number().int().min(0).nullable().optional(),
+  cache_creation_input_tokens: z.number().int().min(0).nullable().optional(),
+  cache_read_input_tokens: z.number().int().min(0).nullable().optional(),
+})
+
 const textBlock = z.looseObject({ type: z.literal('text'), text: z.string() })
 const toolUseBlock = z.looseObject({
   type: z.literal('tool_use'),
@@ -164,7 +175,7 @@ const messageStart = z.looseObject({
   message: z.looseObject({
     id: z.string(),
     model: z.string().optional(),
-    usage: anthropicUsageSchema.partial().optional(),
+    usage: eventUsageSchema.optional(),
   }),
 })
 
@@ -198,7 +209,7 @@ const messageDelta = z.looseObject({
     stop_reason: z.string().nullable().optional(),
     stop_sequence: z.string().nullable().optional(),
   }),
-  usage: anthropicUsageSchema.partial().optional(),
+  usage: eventUsageSchema.optional(),
 })
 
 const messageStop = z.looseObject({ type: z.literal('message_stop') })
