@@ -58,15 +58,21 @@ function convert(node: Json, root: Json, depth: number): GeminiSchema {
   // allOf of one schema (a common wrapper around $ref) is that schema; more are merged shallowly.
   if (Array.isArray(node.allOf)) {
     const { allOf, ...rest } = node
-    const merged = (allOf as unknown[]).filter(isObject).reduce<Json>(
-      (acc, s) => ({
-        ...acc,
-        ...s,
-        properties: { ...(acc.properties as Json | undefined), ...(s.properties as Json | undefined) },
-        required: [...((acc.required as unknown[]) ?? []), ...((s.required as unknown[]) ?? [])],
-      }),
-      {},
-    )
+    const members = (allOf as unknown[]).filter(isObject).map((m) => {
+      if (typeof m.$ref !== 'string') return m
+      const { $ref, ...siblings } = m
+      return { ...(resolveRef($ref, root) ?? {}), ...siblings }
+    })
+    const merged = members.reduce<Json>((acc, m) => {
+      const out: Json = { ...acc, ...m }
+      if (isObject(acc.properties) || isObject(m.properties)) {
+        out.properties = { ...(acc.properties as Json | undefined), ...(m.properties as Json | undefined) }
+      }
+      if (Array.isArray(acc.required) || Array.isArray(m.required)) {
+        out.required = [...((acc.required as unknown[]) ?? []), ...((m.required as unknown[]) ?? [])]
+      }
+      return out
+    }, {})
     return convert({ ...merged, ...rest }, root, depth + 1)
   }
 
