@@ -1,0 +1,159 @@
+import { GatewayError, invalidRequest } from '../errors.ts'
+import type { ChatMessage, ChatRequest, ContentPart } from '../providers/types.ts'
+import type { FileStore, StoredFile } from '../store/files.ts'
+import { sniffImageType } from './content-type.ts'
+import { fileIdPattern } from './file-object.ts'
+import { StorageObjectNotFoundError, type FileStorage } from './storage.ts'
+
+// decisions.md, chat file references: `{"type":"file","file":{"file_id":"file-…"}}` and an
+// `image_url.url` that is a `file-…` id name the caller's own uploads. Upstreams do not know our ids,
+// so the content is inlined the way the OpenAI chat API takes it: a file part with `file_data` as a
+// base64 data URL (https://platform.openai.com/docs/guides/pdf-files), an image part with a data URL.
+// Translators for other protocols turn those inline forms into their own.
+
+export interface FileReferenceContext {
+  accountId: string
+  files: FileStore
+  storage: FileStorage
+  /** The most file bytes (before base64) inlined into one request. */
+  maxInlineBytes: number
+}
+
+interface Reference {
+  message: number
+  part: number
+  kind: 'file' | 'image'
+  id: string
+  /** Where the id is, for the error: `messages[1].content[0].file.file_id`. */
+  param: string
+}
+
+/**
+ * Returns the request with every file reference replaced by the file's content, or the request itself
+ * when it has none. An unknown id, or another account's, is a 400 naming the message part; more than
+ * `maxInlineBytes` in total is a 413. The input is not modified.
+ */
+export async function resolveFileReferences(
+  req: ChatRequest,
+  ctx: FileReferenceContext,
+): Promise<ChatRequest> {
+  const refs = findReferences(req.messages)
+  if (refs.length === 0) return req
+
+  const records = new Map<string, StoredFile>()
+  let total = 0
+  for (const ref of refs) {
+    let file = records.get(ref.id)
+    if (file === undefined) {
+      const found = await ctx.files.get(ctx.accountId, ref.id)
+      if (found === null) throw unknownFile(ref)
+      file = found
+      records.set(ref.id, file)
+    }
+    // Counted per reference: a file referenced twice is sent twice.
+    total += file.bytes
+    if (total > ctx.maxInlineBytes) {
+      throw new GatewayError(
+        413,
+        'invalid_request_error',
+        'payload_too_large',
+        `${ref.param}: the files referenced in this request total more than ${ctx.maxInlineBytes} bytes, the most that can be sent with one request`,
+        { param: ref.param },
+      )
+    }
+  }
+
+  const contents = new Map<string, { base64: string; head: Buffer }>()
+  for (const ref of refs) {
+    if (contents.has(ref.id)) continue
+    const file = records.get(ref.id)!
+    let bytes: Buffer
+    try {
+      bytes = await ctx.storage.read(file.storageKey)
+    } catch (err) {
+      // Deleted between the lookup and the read.
+      if (err instanceof StorageObjectNotFoundError) throw unknownFile(ref)
+      throw err
+    }
+    contents.set(ref.id, { base64: bytes.toString('base64'), head: bytes.subarray(0, 16) })
+  }
+
+  const messages = req.messages.slice()
+  for (const ref of refs) {
+    const file = records.get(ref.id)!
+    const { base64, head } = contents.get(ref.id)!
+    const message = messages[ref.message]!
+    const content = (message.content as ContentPart[]).slice()
+    const part = content[ref.part] as Record<string, unknown>
+    if (ref.kind === 'file') {
+      const { file_id: _id, ...given } = part.file as Record<string, unknown>
+      content[ref.part] = {
+        ...part,
+        type: 'file',
+        file: {
+          ...given,
+          filename: typeof given.filename === 'string' ? given.filename : file.filename,
+          file_data: `data:${file.contentType};base64,${base64}`,
+        },
+      }
+    } else {
+      const type = file.contentType.startsWith('image/') ? file.contentType : sniffImageType(head)
+      if (type === undefined) {
+        throw invalidRequest(
+          'invalid_value',
+          `${ref.param}: file ${ref.id} is not an image (${file.contentType})`,
+          ref.param,
+        )
+      }
+      const image = part.image_url as Record<string, unknown>
+      content[ref.part] = {
+        ...part,
+        type: 'image_url',
+        image_url: { ...image, url: `data:${type};base64,${base64}` },
+      }
+    }
+    messages[ref.message] = { ...message, content }
+  }
+  return { ...req, messages }
+}
+
+function findReferences(messages: ChatMessage[]): Reference[] {
+  const refs: Reference[] = []
+  messages.forEach((m, i) => {
+    if (!Array.isArray(m.content)) return
+    m.content.forEach((part, j) => {
+      const p = part as Record<string, unknown>
+      if (p.type === 'file') {
+        const id = (p.file as Record<string, unknown> | undefined)?.file_id
+        if (typeof id === 'string') {
+          refs.push({
+            message: i,
+            part: j,
+            kind: 'file',
+            id,
+            param: `messages[${i}].content[${j}].file.file_id`,
+          })
+        }
+      } else if (p.type === 'image_url') {
+        const url = (p.image_url as Record<string, unknown> | undefined)?.url
+        if (typeof url === 'string' && url.startsWith('file-')) {
+          refs.push({
+            message: i,
+            part: j,
+            kind: 'image',
+            id: url,
+            param: `messages[${i}].content[${j}].image_url.url`,
+          })
+        }
+      }
+    })
+  })
+  return refs
+}
+
+function unknownFile(ref: Reference): GatewayError {
+  const what = fileIdPattern.test(ref.id)
+    ? `no file ${ref.id}`
+    : `${JSON.stringify(ref.id.slice(0, 64))} is not a file id`
+  return invalidRequest('invalid_value', `${ref.param}: ${what}`, ref.param)
+}
