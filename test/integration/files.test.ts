@@ -422,6 +422,29 @@ describe('files with the OpenAI SDK, curl and chat references', () => {
     expect((await client.files.list()).data).toEqual([])
   })
 
+  it('keeps nothing of an upload whose client hangs up half-way', async () => {
+    const req = httpRequest(`${gw.origin}/v1/files`, {
+      method: 'POST',
+      headers: multipartHeaders,
+      agent: false,
+    })
+    req.on('error', () => {})
+    req.write(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nuser_data\r\n`)
+    req.write(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="cut.bin"\r\n\r\n`)
+    for (let i = 0; i < 8; i++) await new Promise((r) => req.write(Buffer.alloc(64 * 1024, 1), r))
+    // The temp file exists while the upload runs...
+    const deadline = Date.now() + 5000
+    while ((await objectsIn(dir)).length === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10))
+    expect((await objectsIn(dir)).some((n) => n.startsWith('.tmp-'))).toBe(true)
+    req.destroy()
+    // ...and is gone once the gateway sees the connection close.
+    while ((await objectsIn(dir)).length > 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10))
+    expect(await objectsIn(dir)).toEqual([])
+    expect((await client.files.list()).data).toEqual([])
+  })
+
   it('validates the list query and answers 404 for unknown ids', async () => {
     const bad = await rawRequest(gw.origin, 'GET', '/v1/files?purpose=nope', devAuth)
     expect(bad.status).toBe(400)
