@@ -36,4 +36,22 @@ export const builtinPrices: Readonly<Record<string, PriceTable>> = {
   'mistral/mistral-embed': { embedding: 0.1 },
 
   'together/meta-llama/Llama-3.3-70B-Instruct-Turbo': { prompt: 0.88, completion: 0.88 },
+
+  // Anthropic's pricing page: cacheWrite is the 5-minute cache write (1.25× input), cachedPrompt the
+  // cache hit (0.1× input). Thinking is billed as output.
+  'anthropic/claude-opus-4-6': { prompt: 5, cachedPrompt: 0.5, cacheWrite: 6.25, completion: 25 },
+  'anthropic/claude-opus-4-5': { prompt: 5, cachedPrompt: 0.5, cacheWrite: 6.25, completion: 25 },
+  'anthropic/claude-sonnet-4-6': { prompt: 3, cachedPrompt: 0.3, cacheWrite: 3.75, completion: 15 },
+  'anthropic/claude-sonnet-4-5': { prompt: 3, cachedPrompt: 0.3, cacheWrite: 3.75, completion: 15 },
+  'anthropic/claude-haiku-4-5': { prompt: 1, cachedPrompt: 0.1, cacheWrite: 1.25, completion: 5 },
+
+  // Gemini API paid tier, prompts up to 200k tokens; thinking is billed as output.
+  'google/gemini-3-pro-preview': { prompt: 2, cachedPrompt: 0.2, completion: 12 },
+  'google/gemini-3-flash-preview': { prompt: 0.5, cachedPrompt: 0.05, completion: 3 },
+  'google/gemini-2.5-pro': { prompt: 1.25, cachedPrompt: 0.125, completion: 10 },
+  'google/gemini-2.5-flash': { prompt: 0.3, cachedPrompt: 0.03, completion: 2.5 },
+  'google/gemini-2.5-flash-lite': { prompt: 0.1, cachedPrompt: 0.01, completion: 0.4 },
+  'google/gemini-embedding-001': { embedding: 0.15 },
+  // Free of charge on the Gemini API.
+  'google/text-embedding-004': { embedding: 0 },
 }
