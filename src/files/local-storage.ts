@@ -24,16 +24,15 @@ export function createLocalFileStorage(dir: string, options: LocalFileStorageOpt
   const now = options.now ?? Date.now
   let ready: Promise<void> | undefined
 
-  // Created on first use, so a gateway that never stores a file never creates the directory.
-  const ensureDir = (): Promise<void> => {
-    ready ??= (async () => {
-      await mkdir(dir, { recursive: true, mode: 0o700 })
-      await removeStaleTemps(dir, now())
-    })().catch((err: unknown) => {
+  // Created on first use, so a gateway that never stores a file never creates the directory; and
+  // again before every write (one cheap call), in case it was removed while the gateway runs.
+  const ensureDir = async (): Promise<void> => {
+    await mkdir(dir, { recursive: true, mode: 0o700 })
+    ready ??= removeStaleTemps(dir, now()).catch((err: unknown) => {
       ready = undefined
       throw err
     })
-    return ready
+    await ready
   }
 
   const pathOf = (key: string): string => {

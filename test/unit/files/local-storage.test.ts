@@ -108,4 +108,13 @@ describe('local file storage', () => {
     expect(names).not.toContain('.tmp-00000000000000000000000000000001')
     expect(names).toContain('.tmp-00000000000000000000000000000002')
   })
+
+  it('recreates its directory when it was removed while running', async () => {
+    const nested = join(dir, 'files')
+    const storage = createLocalFileStorage(nested)
+    await storage.write(Readable.from([Buffer.from('one')]), { maxBytes: 10 })
+    await rm(nested, { recursive: true })
+    const { key } = await storage.write(Readable.from([Buffer.from('two')]), { maxBytes: 10 })
+    expect((await storage.read(key)).toString()).toBe('two')
+  })
 })
