@@ -18,6 +18,10 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src
+# Uploaded files live under /app/data (GATEWAY_FILES_DIR defaults to ./data/files): the only
+# directory the gateway writes, owned by its user; mount a volume there to keep files.
+RUN mkdir -p /app/data/files && chown -R node:node /app/data
+VOLUME /app/data
 USER node
 EXPOSE 8080
 # slim has no curl: node's own fetch asks /healthz on the configured port.

@@ -68,7 +68,11 @@ export function compilePrice(t: PriceTable): CompiledPrice {
 /** The parts of a usage that carry a price. */
 export type PricedUsage = Pick<
   Usage,
-  'prompt_tokens' | 'completion_tokens' | 'total_tokens' | 'prompt_tokens_details' | 'completion_tokens_details'
+  | 'prompt_tokens'
+  | 'completion_tokens'
+  | 'total_tokens'
+  | 'prompt_tokens_details'
+  | 'completion_tokens_details'
 >
 
 const n = (v: unknown): bigint =>

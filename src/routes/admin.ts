@@ -162,15 +162,13 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
     }
     await store.accounts.addKey(record)
     // The only time the key is shown: only its hash is kept.
-    return reply
-      .code(201)
-      .send({
-        id: record.id,
-        object: 'api_key',
-        key,
-        prefix: record.prefix,
-        created_at: Math.floor(record.createdAt / 1000),
-      })
+    return reply.code(201).send({
+      id: record.id,
+      object: 'api_key',
+      key,
+      prefix: record.prefix,
+      created_at: Math.floor(record.createdAt / 1000),
+    })
   })
 
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/keys', async (request) => {

@@ -23,7 +23,8 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
       maxInlineBytes: deps.config.files.maxInlineBytesPerRequest,
     })
     const generationId = deps.ids.generation()
-    const promptBound = promptTokenBound(req)
+    // Counted on the resolved request, so inlined file content is inside the bound.
+    const promptBound = promptTokenBound(resolved)
     const outputBound =
       req.max_completion_tokens ??
       req.max_tokens ??

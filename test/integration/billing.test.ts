@@ -171,7 +171,9 @@ describe('generation records and credits', () => {
     let count = 0
     let before: string | undefined
     do {
-      const page = await json(get(g, `/admin/accounts/busy/generations?limit=200${before ? `&before=${before}` : ''}`, admin))
+      const page = await json(
+        get(g, `/admin/accounts/busy/generations?limit=200${before ? `&before=${before}` : ''}`, admin),
+      )
       for (const r of page.data) sum += usd(r.usage.cost)
       count += page.data.length
       before = page.next_cursor ?? undefined
