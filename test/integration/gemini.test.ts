@@ -465,6 +465,27 @@ describe('Gemini behind the OpenAI API: streaming', () => {
     expect((err as Error).message).toMatch(/stream ended before the answer was complete/)
   })
 
+  it('ends with an error event when Gemini sends an error object mid-stream', async () => {
+    const text = toGeminiSse([
+      { candidates: [{ content: { role: 'model', parts: [{ text: 'Partial' }] } }] },
+      geminiJson('error-503.json'),
+    ])
+    const { client } = await setup({
+      [streamGenerate('gemini-2.5-flash')]: (_req, res) => writeSseText(res, text, { eol: GEMINI_EOL }),
+    })
+    let content = ''
+    const err = await (async () => {
+      for await (const c of await client.chat.completions.create({
+        model: FLASH,
+        messages: [{ role: 'user', content: 'x' }],
+        stream: true,
+      }))
+        content += c.choices[0]?.delta.content ?? ''
+    })().catch((e: unknown) => e)
+    expect(content).toBe('Partial')
+    expect((err as Error).message).toMatch(/failed mid-stream \(UNAVAILABLE\)/)
+  })
+
   it('aborts the upstream request when the client disconnects mid-stream', async () => {
     const { fake, gw } = await setup({
       [streamGenerate('gemini-2.5-flash')]: sse('text.sse', { delayMs: 10_000 }),
