@@ -362,7 +362,7 @@ function resolveProviders(
   const add = (name: string, p: z.infer<typeof providerSchema>, preset?: BuiltinProvider): void => {
     const keyEnv = p.apiKeyEnv ?? preset?.keyEnv
     const apiKey = keyEnv === undefined ? undefined : env[keyEnv]
-    if (p.kind === 'openai-compat' && p.apiKeyEnv !== undefined && !apiKey) {
+    if (p.kind !== 'mock' && p.apiKeyEnv !== undefined && !apiKey) {
       throw new ConfigError(`providers.${name}.apiKeyEnv: environment variable ${p.apiKeyEnv} is not set`)
     }
     const presetUrl = preset && ((preset.baseUrlEnv && env[preset.baseUrlEnv]) || preset.baseUrl)

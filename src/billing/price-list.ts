@@ -1,11 +1,14 @@
 import type { PriceTable } from './prices.ts'
 
 /**
- * List prices of the built-in models, USD per million tokens, as each provider published them on the
- * date below (standard tier, no batch discount, prompts under any long-context threshold). Prices
- * change: override them in the config file (`models[].pricing`) rather than trusting this table.
+ * List prices of the built-in models, USD per million tokens, as each provider published them
+ * (standard tier, no batch discount, prompts under any long-context threshold). OpenAI and the
+ * OpenAI-compatible providers were taken on PRICES_TAKEN_ON; the Anthropic and Google entries on
+ * ANTHROPIC_GOOGLE_PRICES_TAKEN_ON, from stored copies of their pricing pages. Prices change:
+ * override them in the config file (`models[].pricing`) rather than trusting this table.
  */
 export const PRICES_TAKEN_ON = '2025-10-01'
+export const ANTHROPIC_GOOGLE_PRICES_TAKEN_ON = '2026-11-23'
 
 export const builtinPrices: Readonly<Record<string, PriceTable>> = {
   // Small but non-zero, so billing is visible out of the box.

@@ -77,6 +77,10 @@ describe('loadConfig', () => {
       { providers: { p: { kind: 'openai-compat', baseUrl: 'http://x/v1', apiKeyEnv: 'MISSING_VAR' } } },
       /MISSING_VAR/,
     ],
+    [
+      { providers: { c: { kind: 'anthropic', baseUrl: 'http://x', apiKeyEnv: 'UNSET_CLAUDE_KEY' } } },
+      /UNSET_CLAUDE_KEY/,
+    ],
     [{ models: [{ slug: 'no-slash' }] }, /models\[0\]\.slug/],
     [{ models: [{ slug: 'ghost/model' }] }, /models\[0\]\.provider/],
     [{ accounts: [{ id: 'a', keys: [{ sha256: 'zz' }] }] }, /accounts\[0\]\.keys\[0\]/],
