@@ -129,9 +129,13 @@ const contentPartSchema = pickedUnion(
 
 const contentPartsSchema = z.array(contentPartSchema).min(1)
 
+const contentStringSchema = z.string()
+
+// The pick functions run per request: they return schemas built once, never new ones.
 const contentSchema = pickedUnion(
-  [z.string(), contentPartsSchema],
-  (input) => (typeof input === 'string' ? z.string() : Array.isArray(input) ? contentPartsSchema : undefined),
+  [contentStringSchema, contentPartsSchema],
+  (input) =>
+    typeof input === 'string' ? contentStringSchema : Array.isArray(input) ? contentPartsSchema : undefined,
   'a string or an array of content parts',
 )
 
