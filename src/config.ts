@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { z } from 'zod'
+import { discountRateSchema as rate } from './schemas/billing.ts'
 import { formatPath } from './errors.ts'
 import type { ProviderKind, UpstreamConfig } from './providers/types.ts'
 import { builtinProviders, builtinModels, type BuiltinProvider } from './providers/catalogue.ts'
@@ -147,19 +148,6 @@ const modelSchema = z
     maxOutputTokens: z.number().int().positive().optional(),
   })
   .strict()
-
-const rate = z
-  .number()
-  .min(0)
-  .max(1)
-  .refine((r) => {
-    try {
-      toPpm(r)
-      return true
-    } catch {
-      return false
-    }
-  }, 'must be a decimal rate between 0 and 1 with at most 6 decimals')
 
 const rateLimitsSchema = z
   .object({

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsync } from 'fastify'
 import { z } from 'zod'
+import { discountRateSchema as rate } from '../schemas/billing.ts'
 import { hashKey } from '../config.ts'
 import { toGenerationBody } from '../billing/generation.ts'
 import { fromPpm, toPpm, toUsd, usd } from '../billing/money.ts'
@@ -10,19 +11,6 @@ import type { Account } from '../store/types.ts'
 
 // The operator's API: accounts, keys, credits, discounts, rate limits and generations, changed
 // while the gateway runs. Protected by GATEWAY_ADMIN_KEY and absent when that is unset.
-
-const rate = z
-  .number()
-  .min(0)
-  .max(1)
-  .refine((r) => {
-    try {
-      toPpm(r)
-      return true
-    } catch {
-      return false
-    }
-  }, 'must be a decimal rate between 0 and 1 with at most 6 decimals')
 
 const rateLimitsBody = z
   .object({

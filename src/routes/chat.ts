@@ -52,17 +52,21 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
       onFirstByte: meter.firstByte,
     }
 
+    // The upstream failed (or the client left) before any output: the record, if any, is the prompt's.
+    const failedBeforeOutput = () =>
+      meter.finish({
+        produced: false,
+        cancelled: call.signal.aborted,
+        finishReason: null,
+        estimate: () => ({ prompt: promptText(req), completion: '' }),
+      })
+
     if (!req.stream) {
       let completion: ChatCompletion
       try {
         completion = await provider.adapter.chat(resolved, call)
       } catch (err) {
-        await meter.finish({
-          produced: false,
-          cancelled: call.signal.aborted,
-          finishReason: null,
-          estimate: () => ({ prompt: promptText(req), completion: '' }),
-        })
+        await failedBeforeOutput()
         throw err
       }
       meter.firstByte()
@@ -83,12 +87,7 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
     try {
       first = await chunks.next()
     } catch (err) {
-      await meter.finish({
-        produced: false,
-        cancelled: call.signal.aborted,
-        finishReason: null,
-        estimate: () => ({ prompt: promptText(req), completion: '' }),
-      })
+      await failedBeforeOutput()
       throw err
     }
     meter.firstByte()
