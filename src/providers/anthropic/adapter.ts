@@ -10,7 +10,8 @@ import {
   type UpstreamResponse,
 } from '../http.ts'
 import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
-import { resolveReasoning, toAnthropicRequest } from './request.ts'
+import { resolveReasoning } from '../shared/request.ts'
+import { toAnthropicRequest } from './request.ts'
 import { fromAnthropicMessage, type ChunkMeta } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
 import { ANTHROPIC_VERSION, anthropicMessageSchema, parseAnthropicEvent } from './wire.ts'

@@ -1,4 +1,11 @@
 import { invalidRequest } from '../../errors.ts'
+import {
+  parseArguments,
+  parseDataUrl,
+  refuseUnsupported,
+  resolveReasoning,
+  type UnsupportedParam,
+} from '../shared/request.ts'
 import type { ChatMessage, ChatRequest, ContentPart, ReasoningDetail, ToolChoice } from '../types.ts'
 import type {
   AnthropicCacheControl,
@@ -29,56 +36,14 @@ const effortShares = { low: 0.2, medium: 0.5, high: 0.8 } as const
 
 const imageMediaTypes = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])
 
-/**
- * Fields refused with 400 `unsupported_parameter`: ignoring them would silently change what the
- * client gets back (no logprobs, no token bias, no web search). `n` is refused by the schema.
- */
-function refuseUnsupported(req: ChatRequest): void {
-  const refuse = (param: string, why: string) => {
-    throw invalidRequest(
-      'unsupported_parameter',
-      `${param} is not supported by Anthropic models (${why})`,
-      param,
-    )
-  }
-  if (req.logit_bias !== undefined && Object.keys(req.logit_bias).length > 0)
-    refuse('logit_bias', 'no token biasing')
-  if (req.logprobs === true) refuse('logprobs', 'no log probabilities')
-  if (req.top_logprobs !== undefined && req.top_logprobs > 0) refuse('top_logprobs', 'no log probabilities')
-  if (req.web_search_options !== undefined && req.web_search_options !== null)
-    refuse('web_search_options', 'use a model with web search')
-  const modalities = req.modalities
-  if (Array.isArray(modalities) && modalities.some((m) => m !== 'text'))
-    refuse('modalities', 'text output only')
-  if (req.audio !== undefined && req.audio !== null) refuse('audio', 'text output only')
-}
-
-export interface ResolvedReasoning {
-  enabled: boolean
-  effort?: 'low' | 'medium' | 'high'
-  maxTokens?: number
-  /** Remove reasoning text from the answer (tokens are still counted). */
-  exclude: boolean
-}
-
-/** `reasoning` (Junction's extension) wins over OpenAI's `reasoning_effort`; none of both: undefined. */
-export function resolveReasoning(req: ChatRequest): ResolvedReasoning | undefined {
-  const fromEffort = (e: ChatRequest['reasoning_effort']): ResolvedReasoning['effort'] =>
-    e === 'minimal' ? 'low' : e === 'xhigh' ? 'high' : e === 'none' || e === undefined ? undefined : e
-  if (req.reasoning) {
-    return {
-      enabled: req.reasoning.enabled,
-      effort: req.reasoning.effort ?? fromEffort(req.reasoning_effort),
-      maxTokens: req.reasoning.max_tokens,
-      exclude: req.reasoning.exclude === true,
-    }
-  }
-  if (req.reasoning_effort === undefined) return undefined
-  return {
-    enabled: req.reasoning_effort !== 'none',
-    effort: fromEffort(req.reasoning_effort),
-    exclude: false,
-  }
+/** Anthropic's reason for each field `refuseUnsupported` turns away. `n` is refused by the schema. */
+const unsupported: Record<UnsupportedParam, string> = {
+  logit_bias: 'no token biasing',
+  logprobs: 'no log probabilities',
+  top_logprobs: 'no log probabilities',
+  web_search_options: 'use a model with web search',
+  modalities: 'text output only',
+  audio: 'text output only',
 }
 
 /** max_tokens and the thinking block, which Anthropic wants to agree (budget < max_tokens). */
@@ -109,7 +74,7 @@ function toLimits(req: ChatRequest): { maxTokens: number; thinking?: AnthropicTh
 const thinkingOf = (budget: number): AnthropicThinkingConfig => ({ type: 'enabled', budget_tokens: budget })
 
 export function toAnthropicRequest(req: ChatRequest, upstreamModel: string): AnthropicRequest {
-  refuseUnsupported(req)
+  refuseUnsupported(req, 'Anthropic', unsupported)
   const { maxTokens, thinking } = toLimits(req)
   const system: AnthropicTextBlock[] = []
   const messages: AnthropicMessageParam[] = []
@@ -314,13 +279,6 @@ function toImage(url: string, at: string): AnthropicImageBlock {
   return { type: 'image', source: { type: 'base64', media_type: data.mediaType, data: data.base64 } }
 }
 
-/** `data:<type>;base64,<data>` → its parts; undefined for anything else. */
-export function parseDataUrl(url: string): { mediaType: string; base64: string } | undefined {
-  const m = /^data:([\w.+-]+\/[\w.+-]+)((?:;[^;,]*)*);base64,(.*)$/is.exec(url)
-  if (!m) return undefined
-  return { mediaType: (m[1] as string).toLowerCase(), base64: m[3] as string }
-}
-
 const extensionTypes: Record<string, string> = {
   pdf: 'application/pdf',
   txt: 'text/plain',
@@ -392,20 +350,6 @@ function toAssistantBlocks(
     })
   })
   return blocks
-}
-
-function parseArguments(args: string, at: string): unknown {
-  if (args.trim() === '') return {}
-  let value: unknown
-  try {
-    value = JSON.parse(args)
-  } catch {
-    throw invalidRequest('invalid_value', 'tool call arguments must be a JSON object', at)
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalidRequest('invalid_value', 'tool call arguments must be a JSON object', at)
-  }
-  return value
 }
 
 function toToolResult(m: ChatMessage, at: string, toolIds: Map<string, string>): AnthropicContentBlock {

@@ -10,7 +10,8 @@ import {
   type UpstreamResponse,
 } from '../http.ts'
 import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
-import { resolveReasoning, toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
+import { resolveReasoning } from '../shared/request.ts'
+import { toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
 import { fromGeminiEmbeddings, fromGeminiResponse, type ChunkMeta } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
 import {

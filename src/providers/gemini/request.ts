@@ -1,4 +1,11 @@
 import { invalidRequest } from '../../errors.ts'
+import {
+  parseArguments,
+  parseDataUrl,
+  refuseUnsupported,
+  resolveReasoning,
+  type UnsupportedParam,
+} from '../shared/request.ts'
 import type { ChatMessage, ChatRequest, ContentPart, EmbeddingsRequest, ToolChoice } from '../types.ts'
 import { isEmptyObjectSchema, toGeminiSchema } from './schema.ts'
 import type {
@@ -20,56 +27,14 @@ export const GEMINI_REASONING_FORMAT = 'google-gemini-v1'
 /** Thinking budgets (Gemini 2.5) by effort. */
 const effortBudgets = { low: 1024, medium: 8192, high: 24576 } as const
 
-/**
- * Fields refused with 400 `unsupported_parameter`: ignoring them would silently change what the
- * client gets back. `n` is refused by the schema.
- */
-function refuseUnsupported(req: ChatRequest): void {
-  const refuse = (param: string, why: string) => {
-    throw invalidRequest(
-      'unsupported_parameter',
-      `${param} is not supported by Gemini models (${why})`,
-      param,
-    )
-  }
-  if (req.logit_bias !== undefined && Object.keys(req.logit_bias).length > 0)
-    refuse('logit_bias', 'no token biasing')
-  if (req.logprobs === true) refuse('logprobs', 'log probabilities are not translated')
-  if (req.top_logprobs !== undefined && req.top_logprobs > 0)
-    refuse('top_logprobs', 'log probabilities are not translated')
-  if (req.web_search_options !== undefined && req.web_search_options !== null)
-    refuse('web_search_options', 'search grounding is not translated')
-  const modalities = req.modalities
-  if (Array.isArray(modalities) && modalities.some((m) => m !== 'text'))
-    refuse('modalities', 'text output only')
-  if (req.audio !== undefined && req.audio !== null) refuse('audio', 'text output only')
-}
-
-export interface ResolvedReasoning {
-  enabled: boolean
-  effort?: 'low' | 'medium' | 'high'
-  maxTokens?: number
-  exclude: boolean
-}
-
-/** `reasoning` (Junction's extension) wins over OpenAI's `reasoning_effort`; none of both: undefined. */
-export function resolveReasoning(req: ChatRequest): ResolvedReasoning | undefined {
-  const fromEffort = (e: ChatRequest['reasoning_effort']): ResolvedReasoning['effort'] =>
-    e === 'minimal' ? 'low' : e === 'xhigh' ? 'high' : e === 'none' || e === undefined ? undefined : e
-  if (req.reasoning) {
-    return {
-      enabled: req.reasoning.enabled,
-      effort: req.reasoning.effort ?? fromEffort(req.reasoning_effort),
-      maxTokens: req.reasoning.max_tokens,
-      exclude: req.reasoning.exclude === true,
-    }
-  }
-  if (req.reasoning_effort === undefined) return undefined
-  return {
-    enabled: req.reasoning_effort !== 'none',
-    effort: fromEffort(req.reasoning_effort),
-    exclude: false,
-  }
+/** Gemini's reason for each field `refuseUnsupported` turns away. `n` is refused by the schema. */
+const unsupported: Record<UnsupportedParam, string> = {
+  logit_bias: 'no token biasing',
+  logprobs: 'log probabilities are not translated',
+  top_logprobs: 'log probabilities are not translated',
+  web_search_options: 'search grounding is not translated',
+  modalities: 'text output only',
+  audio: 'text output only',
 }
 
 /**
@@ -98,7 +63,7 @@ export function toolCallId(index: number, name: string): string {
 }
 
 export function toGeminiRequest(req: ChatRequest, upstreamModel: string): GeminiRequest {
-  refuseUnsupported(req)
+  refuseUnsupported(req, 'Gemini', unsupported)
   const system: GeminiPart[] = []
   const contents: GeminiContent[] = []
   /** tool_call_id → function name, from the assistant messages so far (the latest one wins). */
@@ -204,13 +169,6 @@ const extensionTypes: Record<string, string> = {
 function mediaTypeOfName(name: string | undefined): string | undefined {
   const ext = name?.toLowerCase().split(/[?#]/)[0]?.split('.').pop()
   return ext === undefined ? undefined : extensionTypes[ext]
-}
-
-/** `data:<type>;base64,<data>` → its parts; undefined for anything else. */
-function parseDataUrl(url: string): { mediaType: string; base64: string } | undefined {
-  const m = /^data:([\w.+-]+\/[\w.+-]+)((?:;[^;,]*)*);base64,(.*)$/is.exec(url)
-  if (!m) return undefined
-  return { mediaType: (m[1] as string).toLowerCase(), base64: m[3] as string }
 }
 
 function toUserPart(part: ContentPart, at: string): GeminiPart[] {
@@ -323,20 +281,6 @@ function toModelParts(m: ChatMessage, at: string, toolNames: Map<string, string>
     if (target) target.thoughtSignature ??= loose
   }
   return parts
-}
-
-function parseArguments(args: string, at: string): Record<string, unknown> {
-  if (args.trim() === '') return {}
-  let value: unknown
-  try {
-    value = JSON.parse(args)
-  } catch {
-    throw invalidRequest('invalid_value', 'tool call arguments must be a JSON object', at)
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalidRequest('invalid_value', 'tool call arguments must be a JSON object', at)
-  }
-  return value as Record<string, unknown>
 }
 
 /** functionResponse.response is a JSON object: a tool result that is one is sent as is, else wrapped. */

@@ -1,10 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../../src/errors.ts'
-import {
-  DEFAULT_MAX_TOKENS,
-  resolveReasoning,
-  toAnthropicRequest,
-} from '../../../../src/providers/anthropic/request.ts'
+import { DEFAULT_MAX_TOKENS, toAnthropicRequest } from '../../../../src/providers/anthropic/request.ts'
+import { resolveReasoning } from '../../../../src/providers/shared/request.ts'
 import type { ChatRequest } from '../../../../src/providers/types.ts'
 
 const MODEL = 'claude-sonnet-4-5'
