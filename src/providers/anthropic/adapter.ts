@@ -1,16 +1,8 @@
 import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
-import { readSse } from '../../sse.ts'
-import {
-  fromNetworkError,
-  headerValue,
-  malformedUpstream,
-  postUpstream,
-  readJson,
-  readLimited,
-  type UpstreamResponse,
-} from '../http.ts'
-import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
+import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
+import { postChecked, translateSse } from '../shared/upstream.ts'
+import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
 import { toAnthropicRequest } from './request.ts'
 import { fromAnthropicMessage, type ChunkMeta } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
@@ -24,19 +16,9 @@ function headers(call: UpstreamCall, accept: string): Record<string, string> {
   return h
 }
 
-async function post(call: UpstreamCall, payload: unknown, accept: string): Promise<UpstreamResponse> {
-  const res = await postUpstream(call, `${call.upstream.baseUrl}/v1/messages`, headers(call, accept), payload)
-  if (res.status >= 200 && res.status < 300) return res
-  let text = ''
-  try {
-    text = await readLimited(res.body)
-  } catch {
-    // The status alone decides the mapping.
-  }
-  call.log.warn({ provider: call.upstream.name, status: res.status }, 'upstream returned an error')
-  throw fromAnthropicError(call.upstream.name, res.status, text, headerValue(res.headers, 'retry-after'), [
-    call.upstream.apiKey,
-  ])
+function post(call: UpstreamCall, payload: unknown, accept: string): Promise<UpstreamResponse> {
+  const url = `${call.upstream.baseUrl}/v1/messages`
+  return postChecked(call, url, headers(call, accept), payload, fromAnthropicError)
 }
 
 export function createAnthropicAdapter(now: () => number = Date.now): ProviderAdapter {
@@ -61,39 +43,21 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
       const body = toAnthropicRequest({ ...req, stream: true }, call.upstreamModel)
       const res = await post(call, body, 'text/event-stream')
       const translate = createChunkTranslator(meta(call), { excludeReasoning: excludeReasoning(req) })
-      let completed = false
-      try {
-        for await (const sse of readSse(res.body)) {
-          let json: unknown
-          try {
-            json = JSON.parse(sse.data)
-          } catch (err) {
-            throw malformedUpstream(call, 'stream event is not valid JSON', err)
-          }
-          const parsed = parseAnthropicEvent(json)
-          if (!parsed.ok)
-            throw malformedUpstream(call, 'stream event is not a Messages API event', parsed.error)
-          const event = parsed.event
-          if (event === undefined) continue
-          if (event.type === 'error') {
-            call.log.warn(
-              { provider: call.upstream.name, error: event.error.type },
-              'upstream error event mid-stream',
-            )
-            throw fromAnthropicStreamError(call.upstream.name, event)
-          }
-          for (const chunk of translate(event)) yield chunk
-          if (event.type === 'message_stop') {
-            completed = true
-            break
-          }
+      const completed = yield* translateSse(call, res.body, (json) => {
+        const parsed = parseAnthropicEvent(json)
+        if (!parsed.ok)
+          throw malformedUpstream(call, 'stream event is not a Messages API event', parsed.error)
+        const event = parsed.event
+        if (event === undefined) return { chunks: [] }
+        if (event.type === 'error') {
+          call.log.warn(
+            { provider: call.upstream.name, error: event.error.type },
+            'upstream error event mid-stream',
+          )
+          throw fromAnthropicStreamError(call.upstream.name, event)
         }
-      } catch (err) {
-        throw fromNetworkError(err, call)
-      } finally {
-        // Leaving early (client gone, error) must release the upstream connection now.
-        if (!completed) res.body.destroy()
-      }
+        return { chunks: translate(event), last: event.type === 'message_stop' }
+      })
       if (!completed) {
         // message_stop missing after a complete message_delta: the answer is whole, only the end marker was lost.
         if (translate.state.finishReason === null) {

@@ -1,16 +1,8 @@
 import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
-import { readSse } from '../../sse.ts'
-import {
-  fromNetworkError,
-  headerValue,
-  malformedUpstream,
-  postUpstream,
-  readJson,
-  readLimited,
-  type UpstreamResponse,
-} from '../http.ts'
-import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
+import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
+import { postChecked, translateSse } from '../shared/upstream.ts'
+import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
 import { toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
 import { fromGeminiEmbeddings, fromGeminiResponse, type ChunkMeta } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
@@ -34,24 +26,13 @@ function url(call: UpstreamCall, method: string): string {
   return `${call.upstream.baseUrl}/v1beta/models/${encodeURIComponent(call.upstreamModel)}:${method}`
 }
 
-async function post(
+function post(
   call: UpstreamCall,
   method: string,
   payload: unknown,
   accept: string,
 ): Promise<UpstreamResponse> {
-  const res = await postUpstream(call, url(call, method), headers(call, accept), payload)
-  if (res.status >= 200 && res.status < 300) return res
-  let text = ''
-  try {
-    text = await readLimited(res.body)
-  } catch {
-    // The status alone decides the mapping.
-  }
-  call.log.warn({ provider: call.upstream.name, status: res.status }, 'upstream returned an error')
-  throw fromGeminiError(call.upstream.name, res.status, text, headerValue(res.headers, 'retry-after'), [
-    call.upstream.apiKey,
-  ])
+  return postChecked(call, url(call, method), headers(call, accept), payload, fromGeminiError)
 }
 
 export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapter {
@@ -77,32 +58,17 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
       const body = toGeminiRequest(req, call.upstreamModel)
       const res = await post(call, 'streamGenerateContent?alt=sse', body, 'text/event-stream')
       const translate = createChunkTranslator(meta(call), { excludeReasoning: excludeReasoning(req) })
-      let ended = false
-      try {
-        for await (const sse of readSse(res.body)) {
-          let json: unknown
-          try {
-            json = JSON.parse(sse.data)
-          } catch (err) {
-            throw malformedUpstream(call, 'stream event is not valid JSON', err)
-          }
-          if (geminiErrorBodySchema.safeParse(json).success) {
-            call.log.warn({ provider: call.upstream.name }, 'upstream error event mid-stream')
-            throw fromGeminiStreamError(call.upstream.name, json)
-          }
-          const parsed = geminiResponseSchema.safeParse(json)
-          if (!parsed.success) {
-            throw malformedUpstream(call, 'stream event is not a GenerateContentResponse', parsed.error)
-          }
-          for (const chunk of translate(parsed.data as GeminiResponse)) yield chunk
+      yield* translateSse(call, res.body, (json) => {
+        if (geminiErrorBodySchema.safeParse(json).success) {
+          call.log.warn({ provider: call.upstream.name }, 'upstream error event mid-stream')
+          throw fromGeminiStreamError(call.upstream.name, json)
         }
-        ended = true
-      } catch (err) {
-        throw fromNetworkError(err, call)
-      } finally {
-        // Leaving early (client gone, error) must release the upstream connection now.
-        if (!ended) res.body.destroy()
-      }
+        const parsed = geminiResponseSchema.safeParse(json)
+        if (!parsed.success) {
+          throw malformedUpstream(call, 'stream event is not a GenerateContentResponse', parsed.error)
+        }
+        return { chunks: translate(parsed.data as GeminiResponse) }
+      })
       // Gemini has no end marker: the last event carries finishReason. Without one the stream was cut.
       if (translate.state.finishReason === null) {
         throw malformedUpstream(call, 'stream ended before the answer was complete')

@@ -1,15 +1,7 @@
 import type { ChatChunk, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { GatewayError } from '../../errors.ts'
-import { readSse } from '../../sse.ts'
-import {
-  fromNetworkError,
-  headerValue,
-  malformedUpstream,
-  postUpstream,
-  readJson,
-  readLimited,
-  type UpstreamResponse,
-} from '../http.ts'
+import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
+import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromOpenAIError } from './errors.ts'
 import { toOpenAIChatRequest, toOpenAIEmbeddingsRequest } from './request.ts'
 import { fromOpenAIChunk, fromOpenAICompletion, fromOpenAIEmbeddings } from './response.ts'
@@ -24,29 +16,9 @@ function authHeaders(call: UpstreamCall): Record<string, string> {
   return call.upstream.apiKey ? { authorization: `Bearer ${call.upstream.apiKey}` } : {}
 }
 
-async function post(
-  call: UpstreamCall,
-  path: string,
-  payload: unknown,
-  accept: string,
-): Promise<UpstreamResponse> {
-  const res = await postUpstream(
-    call,
-    `${call.upstream.baseUrl}${path}`,
-    { ...authHeaders(call), accept },
-    payload,
-  )
-  if (res.status >= 200 && res.status < 300) return res
-  let text = ''
-  try {
-    text = await readLimited(res.body)
-  } catch {
-    // The status alone decides the mapping.
-  }
-  call.log.warn({ provider: call.upstream.name, status: res.status }, 'upstream returned an error')
-  throw fromOpenAIError(call.upstream.name, res.status, text, headerValue(res.headers, 'retry-after'), [
-    call.upstream.apiKey,
-  ])
+function post(call: UpstreamCall, path: string, payload: unknown, accept: string): Promise<UpstreamResponse> {
+  const url = `${call.upstream.baseUrl}${path}`
+  return postChecked(call, url, { ...authHeaders(call), accept }, payload, fromOpenAIError)
 }
 
 export function createOpenAICompatAdapter(now: () => number = Date.now): ProviderAdapter {
@@ -70,20 +42,11 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
         toOpenAIChatRequest(req, call.upstreamModel),
         'text/event-stream',
       )
-      let done = false
       let finished = false
-      try {
-        for await (const event of readSse(res.body)) {
-          if (event.data === '[DONE]') {
-            done = true
-            break
-          }
-          let json: unknown
-          try {
-            json = JSON.parse(event.data)
-          } catch (err) {
-            throw malformedUpstream(call, 'stream event is not valid JSON', err)
-          }
+      const done = yield* translateSse(
+        call,
+        res.body,
+        (json) => {
           if (isOpenAIStreamError(json)) {
             throw new GatewayError(
               502,
@@ -99,14 +62,10 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
           const chunk = parseOpenAIChunk(json)
           if (!chunk) throw malformedUpstream(call, 'stream event is not a chat completion chunk')
           if (chunk.choices.some((c) => c.finish_reason)) finished = true
-          yield fromOpenAIChunk(chunk, now())
-        }
-      } catch (err) {
-        throw fromNetworkError(err, call)
-      } finally {
-        // Leaving early (client gone, error) must release the upstream connection now.
-        if (!done) res.body.destroy()
-      }
+          return { chunks: [fromOpenAIChunk(chunk, now())] }
+        },
+        '[DONE]',
+      )
       // Some servers omit [DONE] after a complete answer; a stream that stops before any finish_reason was cut.
       if (!done && !finished) throw malformedUpstream(call, 'stream ended before the answer was complete')
     },
