@@ -1,5 +1,13 @@
 import { GatewayError } from '../../errors.ts'
 import { scrubSecrets } from '../http.ts'
+import {
+  credentialsRefused,
+  errorBodyJson,
+  isClientError,
+  rateLimited,
+  upstreamFault,
+  upstreamRejected,
+} from '../shared/errors.ts'
 import { geminiErrorBodySchema } from './wire.ts'
 
 // Gemini errors: `{"error": {"code": 429, "message": "…", "status": "RESOURCE_EXHAUSTED", "details": […]}}`.
@@ -17,14 +25,7 @@ interface ParsedError {
 }
 
 function parseBody(body: unknown): ParsedError {
-  let json = body
-  if (typeof body === 'string') {
-    try {
-      json = JSON.parse(body)
-    } catch {
-      return {}
-    }
-  }
+  let json = errorBodyJson(body)
   // Some Google front ends answer with a one-element array around the error.
   if (Array.isArray(json)) json = json[0]
   const r = geminiErrorBodySchema.safeParse(json)
@@ -51,30 +52,10 @@ export function fromGeminiError(
   secrets: (string | undefined)[] = [],
 ): GatewayError {
   const e = parseBody(body)
-  if (status === 429) {
-    const headers: Record<string, string> = {}
-    const after = retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : e.retryDelay
-    if (after) headers['retry-after'] = after
-    return new GatewayError(
-      429,
-      'rate_limit_error',
-      'rate_limit_exceeded',
-      `upstream ${provider} is rate limiting (429)`,
-      {
-        headers,
-        retryable: true,
-      },
-    )
-  }
+  if (status === 429) return rateLimited(provider, retryAfter, e.retryDelay)
   // Gemini answers a bad key with 400 INVALID_ARGUMENT: that is the gateway's problem, not the client's.
   if (status === 401 || status === 403 || e.reason === 'API_KEY_INVALID' || e.status === 'UNAUTHENTICATED') {
-    return new GatewayError(
-      502,
-      'upstream_error',
-      'upstream_error',
-      `upstream ${provider} refused the gateway's credentials (${status})`,
-      { retryable: true },
-    )
+    return credentialsRefused(provider, status)
   }
   if (status === 504) {
     return new GatewayError(
@@ -87,35 +68,14 @@ export function fromGeminiError(
       },
     )
   }
-  if (status >= 400 && status < 500 && status !== 408) {
-    const text = e.message ? scrubSecrets(e.message, secrets) : undefined
-    return new GatewayError(
-      400,
-      'invalid_request_error',
-      'upstream_invalid_request',
-      text ? `upstream ${provider}: ${text}` : `upstream ${provider} rejected the request (${status})`,
-    )
+  if (isClientError(status)) {
+    return upstreamRejected(provider, status, e.message ? scrubSecrets(e.message, secrets) : undefined)
   }
-  const what = status === 503 ? 'is overloaded' : 'failed'
-  return new GatewayError(
-    502,
-    'upstream_error',
-    'upstream_error',
-    `upstream ${provider} ${what} (${status})`,
-    {
-      retryable: true,
-    },
-  )
+  return upstreamFault(provider, `${status === 503 ? 'is overloaded' : 'failed'} (${status})`)
 }
 
 /** An error object inside a stream that had already started (HTTP status 200). */
 export function fromGeminiStreamError(provider: string, event: unknown): GatewayError {
   const { status } = parseBody(event)
-  return new GatewayError(
-    502,
-    'upstream_error',
-    'upstream_error',
-    `upstream ${provider} failed mid-stream (${status ?? 'error'})`,
-    { retryable: true, cause: event },
-  )
+  return upstreamFault(provider, `failed mid-stream (${status ?? 'error'})`, event)
 }

@@ -1,6 +1,6 @@
 import type { ChatChunk, ProviderAdapter, UpstreamCall } from '../types.ts'
-import { GatewayError } from '../../errors.ts'
 import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
+import { upstreamFault } from '../shared/errors.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromOpenAIError } from './errors.ts'
 import { toOpenAIChatRequest, toOpenAIEmbeddingsRequest } from './request.ts'
@@ -48,16 +48,7 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
         res.body,
         (json) => {
           if (isOpenAIStreamError(json)) {
-            throw new GatewayError(
-              502,
-              'upstream_error',
-              'upstream_error',
-              `upstream ${call.upstream.name} failed mid-stream`,
-              {
-                retryable: true,
-                cause: json,
-              },
-            )
+            throw upstreamFault(call.upstream.name, 'failed mid-stream', json)
           }
           const chunk = parseOpenAIChunk(json)
           if (!chunk) throw malformedUpstream(call, 'stream event is not a chat completion chunk')

@@ -1,0 +1,76 @@
+import { GatewayError } from '../../errors.ts'
+
+// The GatewayErrors every protocol's errors.ts maps upstream failures to. Which upstream answer
+// becomes which, and in what order the checks run, stays in the protocol's own errors.ts.
+
+/** An error body as JSON: text is parsed (undefined when it is not JSON), anything else is taken as is. */
+export function errorBodyJson(body: unknown): unknown {
+  if (typeof body !== 'string') return body
+  try {
+    return JSON.parse(body)
+  } catch {
+    return undefined
+  }
+}
+
+/** A 4xx the client caused; 408 is the upstream timing out, not the client's fault. */
+export function isClientError(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 408
+}
+
+/**
+ * 429, retryable elsewhere. The upstream's Retry-After goes on when it is whole seconds, else
+ * `fallback` (a delay the protocol found in the body), else none.
+ */
+export function rateLimited(
+  provider: string,
+  retryAfter: string | undefined,
+  fallback?: string,
+): GatewayError {
+  const headers: Record<string, string> = {}
+  const after = retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : fallback
+  if (after) headers['retry-after'] = after
+  return new GatewayError(
+    429,
+    'rate_limit_error',
+    'rate_limit_exceeded',
+    `upstream ${provider} is rate limiting (429)`,
+    {
+      headers,
+      retryable: true,
+    },
+  )
+}
+
+/** The upstream refused the gateway's key: the gateway's problem (502), never the client's. */
+export function credentialsRefused(provider: string, status: number): GatewayError {
+  return new GatewayError(
+    502,
+    'upstream_error',
+    'upstream_error',
+    `upstream ${provider} refused the gateway's credentials (${status})`,
+    { retryable: true },
+  )
+}
+
+/** A request the upstream rejected as the client's fault: 400 with its `message`, already scrubbed. */
+export function upstreamRejected(
+  provider: string,
+  status: number,
+  message: string | undefined,
+): GatewayError {
+  return new GatewayError(
+    400,
+    'invalid_request_error',
+    'upstream_invalid_request',
+    message ? `upstream ${provider}: ${message}` : `upstream ${provider} rejected the request (${status})`,
+  )
+}
+
+/** The upstream's fault (502, retryable elsewhere): `upstream <provider> <what>`. */
+export function upstreamFault(provider: string, what: string, cause?: unknown): GatewayError {
+  return new GatewayError(502, 'upstream_error', 'upstream_error', `upstream ${provider} ${what}`, {
+    retryable: true,
+    cause,
+  })
+}
