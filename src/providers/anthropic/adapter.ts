@@ -1,10 +1,11 @@
 import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
+import { newChunkMeta } from '../shared/stream.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
 import { toAnthropicRequest } from './request.ts'
-import { fromAnthropicMessage, type ChunkMeta } from './response.ts'
+import { fromAnthropicMessage } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
 import { ANTHROPIC_VERSION, anthropicMessageSchema, parseAnthropicEvent } from './wire.ts'
 
@@ -22,11 +23,7 @@ function post(call: UpstreamCall, payload: unknown, accept: string): Promise<Ups
 }
 
 export function createAnthropicAdapter(now: () => number = Date.now): ProviderAdapter {
-  const meta = (call: UpstreamCall): ChunkMeta => ({
-    id: '',
-    model: call.upstreamModel,
-    created: Math.floor(now() / 1000),
-  })
+  const meta = (call: UpstreamCall) => newChunkMeta(call.upstreamModel, now())
   const excludeReasoning = (req: ChatRequest) => resolveReasoning(req)?.exclude === true
 
   return {

@@ -1,16 +1,9 @@
 import type { ChatCompletion, FinishReason, ReasoningDetail, ToolCall, Usage } from '../types.ts'
+import type { ChunkMeta } from '../shared/stream.ts'
 import { ANTHROPIC_REASONING_FORMAT } from './request.ts'
 import type { AnthropicMessage, AnthropicUsage } from './wire.ts'
 
 // Anthropic Message → OpenAI chat completion. Pure.
-
-export interface ChunkMeta {
-  /** Replaced by the route with the generation id. */
-  id: string
-  model: string
-  /** Unix seconds. */
-  created: number
-}
 
 export interface TranslateOptions {
   /** `reasoning.exclude`: no reasoning text in the answer (redacted blocks, being opaque, stay). */

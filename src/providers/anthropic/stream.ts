@@ -1,11 +1,11 @@
 import type { ChatChunk, FinishReason, ReasoningDetail, Usage } from '../types.ts'
+import { deltaChunk, usageChunk, type ChunkDelta, type ChunkMeta } from '../shared/stream.ts'
 import {
   estimateTokens,
   mapStopReason,
   redactedDetail,
   thinkingDetail,
   toUsage,
-  type ChunkMeta,
   type TranslateOptions,
 } from './response.ts'
 import type { AnthropicEvent, AnthropicUsage } from './wire.ts'
@@ -67,27 +67,12 @@ export function createChunkTranslator(
   }
   let id = meta.id
 
-  const chunk = (
-    delta: ChatChunk['choices'][number]['delta'],
-    finish: FinishReason | null = null,
-  ): ChatChunk => ({
-    id,
-    object: 'chat.completion.chunk',
-    created: meta.created,
-    model: meta.model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-  })
+  const chunk = (delta: ChunkDelta, finish: FinishReason | null = null): ChatChunk =>
+    deltaChunk(id, meta, delta, finish)
   const usage = (): Usage => toUsage(state.usage, estimateTokens(state.thinkingChars))
-  const usageChunk = (): ChatChunk => {
+  const finalChunk = (): ChatChunk => {
     state.usageSent = true
-    return {
-      id,
-      object: 'chat.completion.chunk',
-      created: meta.created,
-      model: meta.model,
-      choices: [],
-      usage: usage(),
-    }
+    return usageChunk(id, meta, usage())
   }
   const mergeUsage = (u: Record<string, unknown> | undefined) => {
     if (!u) return
@@ -175,7 +160,7 @@ export function createChunkTranslator(
 
       case 'message_stop':
         state.stopped = true
-        return state.usageSent ? [] : [usageChunk()]
+        return state.usageSent ? [] : [finalChunk()]
 
       // ping: keep-alive; error: the adapter turns it into a GatewayError before it gets here.
       default:
@@ -191,7 +176,7 @@ export function createChunkTranslator(
   }
 
   return Object.assign(translate, {
-    end: (): ChatChunk[] => (state.finishReason !== null && !state.usageSent ? [usageChunk()] : []),
+    end: (): ChatChunk[] => (state.finishReason !== null && !state.usageSent ? [finalChunk()] : []),
     state,
     usage,
   })

@@ -1,10 +1,11 @@
 import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
+import { newChunkMeta } from '../shared/stream.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
 import { toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
-import { fromGeminiEmbeddings, fromGeminiResponse, type ChunkMeta } from './response.ts'
+import { fromGeminiEmbeddings, fromGeminiResponse } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
 import {
   geminiEmbedResponseSchema,
@@ -36,11 +37,7 @@ function post(
 }
 
 export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapter {
-  const meta = (call: UpstreamCall): ChunkMeta => ({
-    id: '',
-    model: call.upstreamModel,
-    created: Math.floor(now() / 1000),
-  })
+  const meta = (call: UpstreamCall) => newChunkMeta(call.upstreamModel, now())
   const excludeReasoning = (req: ChatRequest) => resolveReasoning(req)?.exclude === true
 
   return {

@@ -7,19 +7,12 @@ import type {
   ToolCall,
   Usage,
 } from '../types.ts'
+import type { ChunkMeta } from '../shared/stream.ts'
 import { GEMINI_REASONING_FORMAT, toolCallId } from './request.ts'
 import type { GeminiEmbedResponse, GeminiResponse, GeminiResponsePart, GeminiUsage } from './wire.ts'
 
 // Gemini GenerateContentResponse → OpenAI shapes. Pure. A blocking answer and a stream go through the
 // same part reader, so both give the same content, tool call ids and reasoning_details.
-
-export interface ChunkMeta {
-  /** Replaced by the route with the generation id. */
-  id: string
-  model: string
-  /** Unix seconds. */
-  created: number
-}
 
 export interface TranslateOptions {
   /** `reasoning.exclude`: no thought text in the answer (signatures, being opaque, stay). */

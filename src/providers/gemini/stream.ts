@@ -1,3 +1,4 @@
+import { deltaChunk, usageChunk, type ChunkDelta, type ChunkMeta } from '../shared/stream.ts'
 import type { ChatChunk, FinishReason, Usage } from '../types.ts'
 import {
   flushThought,
@@ -5,7 +6,6 @@ import {
   newPartState,
   readParts,
   toUsage,
-  type ChunkMeta,
   type PartEvent,
   type PartState,
   type TranslateOptions,
@@ -46,16 +46,8 @@ export function createChunkTranslator(
   }
   let id = meta.id
 
-  const chunk = (
-    delta: ChatChunk['choices'][number]['delta'],
-    finish: FinishReason | null = null,
-  ): ChatChunk => ({
-    id,
-    object: 'chat.completion.chunk',
-    created: meta.created,
-    model: meta.model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-  })
+  const chunk = (delta: ChunkDelta, finish: FinishReason | null = null): ChatChunk =>
+    deltaChunk(id, meta, delta, finish)
   const toChunk = (e: PartEvent): ChatChunk => {
     switch (e.type) {
       case 'content':
@@ -106,16 +98,7 @@ export function createChunkTranslator(
     end: (): ChatChunk[] => {
       if (state.finishReason === null || state.usageSent) return []
       state.usageSent = true
-      return [
-        {
-          id,
-          object: 'chat.completion.chunk' as const,
-          created: meta.created,
-          model: meta.model,
-          choices: [],
-          usage: usage(),
-        },
-      ]
+      return [usageChunk(id, meta, usage())]
     },
     state,
     usage,

@@ -1,0 +1,40 @@
+import type { ChatChunk, FinishReason, Usage } from '../types.ts'
+
+// The OpenAI chunks every stream translator builds the same way, whatever its upstream protocol. Pure.
+
+/** What a translator stamps on each chunk (and on a blocking answer). */
+export interface ChunkMeta {
+  /** Replaced by the route with the generation id. */
+  id: string
+  model: string
+  /** Unix seconds. */
+  created: number
+}
+
+/** The meta of an answer that starts now; the id comes later (the upstream's, then the route's). */
+export function newChunkMeta(model: string, now: number): ChunkMeta {
+  return { id: '', model, created: Math.floor(now / 1000) }
+}
+
+export type ChunkDelta = ChatChunk['choices'][number]['delta']
+
+/** A chunk with one choice: `delta`, and on the last one the finish reason. */
+export function deltaChunk(
+  id: string,
+  meta: ChunkMeta,
+  delta: ChunkDelta,
+  finish: FinishReason | null = null,
+): ChatChunk {
+  return {
+    id,
+    object: 'chat.completion.chunk',
+    created: meta.created,
+    model: meta.model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  }
+}
+
+/** The usage chunk that follows the finish: no choices, as OpenAI sends it with include_usage. */
+export function usageChunk(id: string, meta: ChunkMeta, usage: Usage): ChatChunk {
+  return { id, object: 'chat.completion.chunk', created: meta.created, model: meta.model, choices: [], usage }
+}
