@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { GatewayError } from '../../../../src/errors.ts'
 import { DEFAULT_MAX_TOKENS, toAnthropicRequest } from '../../../../src/providers/anthropic/request.ts'
 import { resolveReasoning } from '../../../../src/providers/shared/request.ts'
 import type { ChatRequest } from '../../../../src/providers/types.ts'
+import { thrownGatewayError } from '../../../support/errors.ts'
 
 const MODEL = 'claude-sonnet-4-5'
 const base: ChatRequest = {
@@ -10,15 +10,7 @@ const base: ChatRequest = {
   messages: [{ role: 'user', content: 'Hello' }],
 }
 
-function refusal(req: ChatRequest): GatewayError {
-  try {
-    toAnthropicRequest(req, MODEL)
-  } catch (err) {
-    if (err instanceof GatewayError) return err
-    throw err
-  }
-  throw new Error('expected a GatewayError')
-}
+const refusal = (req: ChatRequest) => thrownGatewayError(() => toAnthropicRequest(req, MODEL))
 
 const weather = {
   type: 'function' as const,

@@ -2,10 +2,11 @@ import { describe, expect, it } from 'vitest'
 import { fromAnthropicError, fromAnthropicStreamError } from '../../../../src/providers/anthropic/errors.ts'
 import { fromAnthropicMessage, mapStopReason, toUsage } from '../../../../src/providers/anthropic/response.ts'
 import { anthropicMessageSchema } from '../../../../src/providers/anthropic/wire.ts'
-import { anthropicFixture, anthropicJson } from '../../../support/fake-anthropic.ts'
+import { readFixture, readJsonFixture } from '../../../support/fixtures.ts'
 
 const meta = { id: '', model: 'claude-sonnet-4-5', created: 1_700_000_000 }
-const message = (name: string) => anthropicMessageSchema.parse(anthropicJson(name))
+const message = (name: string) => anthropicMessageSchema.parse(readJsonFixture(`anthropic/${name}`))
+const errorBody = (name: string) => readFixture(`anthropic/${name}`)
 
 describe('fromAnthropicMessage', () => {
   it('translates the documented text answer', () => {
@@ -134,19 +135,19 @@ describe('fromAnthropicError', () => {
   const secret = 'sk-ant-api03-fake-key-for-tests-000000'
 
   it('maps 529 overloaded_error to a retryable 502', () => {
-    const e = fromAnthropicError('anthropic', 529, anthropicFixture('overloaded-529.json'), undefined)
+    const e = fromAnthropicError('anthropic', 529, errorBody('overloaded-529.json'), undefined)
     expect(e).toMatchObject({ status: 502, type: 'upstream_error', code: 'upstream_error', retryable: true })
     expect(e.message).toMatch(/overloaded/)
   })
 
   it('maps 429 to rate_limit_exceeded and passes retry-after on', () => {
-    const e = fromAnthropicError('anthropic', 429, anthropicFixture('rate-limit-429.json'), '17')
+    const e = fromAnthropicError('anthropic', 429, errorBody('rate-limit-429.json'), '17')
     expect(e).toMatchObject({ status: 429, code: 'rate_limit_exceeded', headers: { 'retry-after': '17' } })
     expect(fromAnthropicError('anthropic', 429, '', 'soon').headers).toEqual({})
   })
 
   it("returns the provider's message for a 400 the request caused, secrets removed", () => {
-    const e = fromAnthropicError('anthropic', 400, anthropicFixture('invalid-request-400.json'), undefined)
+    const e = fromAnthropicError('anthropic', 400, errorBody('invalid-request-400.json'), undefined)
     expect(e).toMatchObject({ status: 400, code: 'upstream_invalid_request' })
     expect(e.message).toContain("String should match pattern '^[a-zA-Z0-9_-]+$'")
     const leaky = JSON.stringify({
@@ -157,7 +158,7 @@ describe('fromAnthropicError', () => {
   })
 
   it("maps a refused key to 502 without the provider's message, and 500 to 502", () => {
-    const e = fromAnthropicError('anthropic', 401, anthropicFixture('authentication-401.json'), undefined)
+    const e = fromAnthropicError('anthropic', 401, errorBody('authentication-401.json'), undefined)
     expect(e).toMatchObject({ status: 502, code: 'upstream_error' })
     expect(e.message).not.toContain('x-api-key')
     expect(fromAnthropicError('anthropic', 500, 'not json', undefined)).toMatchObject({

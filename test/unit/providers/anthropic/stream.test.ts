@@ -2,13 +2,14 @@ import { describe, expect, it } from 'vitest'
 import { createChunkTranslator } from '../../../../src/providers/anthropic/stream.ts'
 import { parseAnthropicEvent, type AnthropicEvent } from '../../../../src/providers/anthropic/wire.ts'
 import type { ChatChunk } from '../../../../src/providers/types.ts'
-import { anthropicEvents } from '../../../support/fake-anthropic.ts'
+import { reassemble } from '../../../support/chunks.ts'
+import { readSseFixture } from '../../../support/fixtures.ts'
 
 const meta = { id: '', model: 'claude-sonnet-4-5', created: 1_700_000_000 }
 
 /** Every fixture event must parse with the wire schema before it is translated. */
 async function parsedEvents(name: string): Promise<AnthropicEvent[]> {
-  return (await anthropicEvents(name)).map((raw) => {
+  return (await readSseFixture(`anthropic/${name}`)).map((raw) => {
     const r = parseAnthropicEvent(raw)
     if (!r.ok || r.event === undefined)
       throw new Error(`fixture event does not parse: ${JSON.stringify(raw)}`)
@@ -18,30 +19,6 @@ async function parsedEvents(name: string): Promise<AnthropicEvent[]> {
 
 const deltas = (chunks: ChatChunk[]) =>
   chunks.filter((c) => c.choices.length > 0).map((c) => c.choices[0]!.delta)
-
-/** What an OpenAI client does with the chunks: concatenates content, reassembles tool calls by index. */
-function reassemble(chunks: ChatChunk[]) {
-  let content = ''
-  let reasoning = ''
-  const calls: { id?: string; name?: string; arguments: string }[] = []
-  const details: unknown[] = []
-  let finish: string | null = null
-  for (const c of chunks) {
-    const ch = c.choices[0]
-    if (!ch) continue
-    content += ch.delta.content ?? ''
-    reasoning += ch.delta.reasoning ?? ''
-    details.push(...(ch.delta.reasoning_details ?? []))
-    for (const t of ch.delta.tool_calls ?? []) {
-      const call = (calls[t.index] ??= { arguments: '' })
-      if (t.id) call.id = t.id
-      if (t.function?.name) call.name = t.function.name
-      call.arguments += t.function?.arguments ?? ''
-    }
-    finish = ch.finish_reason ?? finish
-  }
-  return { content, reasoning, calls, details, finish, usage: chunks.at(-1)?.usage }
-}
 
 describe('Anthropic stream translation', () => {
   it('turns the documented text stream into OpenAI chunks, one per event that carries something', async () => {

@@ -1,24 +1,14 @@
 import { describe, expect, it } from 'vitest'
-import { GatewayError } from '../../../../src/errors.ts'
 import {
   toGeminiEmbedRequest,
   toGeminiRequest,
   toThinkingConfig,
 } from '../../../../src/providers/gemini/request.ts'
 import type { ChatRequest } from '../../../../src/providers/types.ts'
+import { thrownGatewayError as refusal } from '../../../support/errors.ts'
 
 const MODEL = 'gemini-2.5-flash'
 const base: ChatRequest = { model: 'google/gemini-2.5-flash', messages: [{ role: 'user', content: 'Hello' }] }
-
-function refusal(fn: () => unknown): GatewayError {
-  try {
-    fn()
-  } catch (err) {
-    if (err instanceof GatewayError) return err
-    throw err
-  }
-  throw new Error('expected a GatewayError')
-}
 
 const weather = {
   type: 'function' as const,

@@ -7,10 +7,10 @@ import {
   toUsage,
 } from '../../../../src/providers/gemini/response.ts'
 import { geminiEmbedResponseSchema, geminiResponseSchema } from '../../../../src/providers/gemini/wire.ts'
-import { geminiFixture, geminiJson } from '../../../support/fake-gemini.ts'
+import { readFixture, readJsonFixture } from '../../../support/fixtures.ts'
 
 const meta = { id: '', model: 'gemini-2.5-flash', created: 1_700_000_000 }
-const response = (name: string) => geminiResponseSchema.parse(geminiJson(name))
+const response = (name: string) => geminiResponseSchema.parse(readJsonFixture(`gemini/${name}`))
 
 describe('fromGeminiResponse', () => {
   it('translates a text answer, keeping its thought signature as an encrypted detail', () => {
@@ -157,7 +157,7 @@ describe('toUsage', () => {
 })
 
 describe('fromGeminiEmbeddings', () => {
-  const resp = geminiEmbedResponseSchema.parse(geminiJson('batch-embed.json'))
+  const resp = geminiEmbedResponseSchema.parse(readJsonFixture('gemini/batch-embed.json'))
 
   it('returns OpenAI embedding objects with an estimated usage', () => {
     const out = fromGeminiEmbeddings(
@@ -193,7 +193,7 @@ describe('fromGeminiError', () => {
   const secret = 'AIzaSyFAKE-key-for-tests-0000000000000'
 
   it('maps 429 RESOURCE_EXHAUSTED with the RetryInfo delay as retry-after', () => {
-    const e = fromGeminiError('google', 429, geminiFixture('error-429.json'), undefined)
+    const e = fromGeminiError('google', 429, readFixture('gemini/error-429.json'), undefined)
     expect(e).toMatchObject({
       status: 429,
       code: 'rate_limit_exceeded',
@@ -204,13 +204,13 @@ describe('fromGeminiError', () => {
   })
 
   it('treats an invalid key (400 API_KEY_INVALID) as the gateway problem it is', () => {
-    const e = fromGeminiError('google', 400, geminiFixture('error-key-invalid.json'), undefined)
+    const e = fromGeminiError('google', 400, readFixture('gemini/error-key-invalid.json'), undefined)
     expect(e).toMatchObject({ status: 502, code: 'upstream_error' })
     expect(e.message).not.toMatch(/API key/)
   })
 
   it("returns the provider's message for a 400 the request caused, secrets removed", () => {
-    const e = fromGeminiError('google', 400, geminiFixture('error-400.json'), undefined)
+    const e = fromGeminiError('google', 400, readFixture('gemini/error-400.json'), undefined)
     expect(e).toMatchObject({ status: 400, code: 'upstream_invalid_request' })
     expect(e.message).toContain('contents is not specified')
     const leaky = JSON.stringify({
@@ -220,7 +220,7 @@ describe('fromGeminiError', () => {
   })
 
   it('maps 503 UNAVAILABLE to a retryable 502, 504 to a timeout, and mid-stream errors to 502', () => {
-    expect(fromGeminiError('google', 503, geminiFixture('error-503.json'), undefined)).toMatchObject({
+    expect(fromGeminiError('google', 503, readFixture('gemini/error-503.json'), undefined)).toMatchObject({
       status: 502,
       retryable: true,
       message: 'upstream google is overloaded (503)',
@@ -229,7 +229,7 @@ describe('fromGeminiError', () => {
       status: 504,
       code: 'upstream_timeout',
     })
-    expect(fromGeminiStreamError('google', geminiJson('error-503.json'))).toMatchObject({
+    expect(fromGeminiStreamError('google', readJsonFixture('gemini/error-503.json'))).toMatchObject({
       status: 502,
       message: 'upstream google failed mid-stream (UNAVAILABLE)',
     })

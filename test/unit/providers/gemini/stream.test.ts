@@ -3,41 +3,19 @@ import { fromGeminiResponse } from '../../../../src/providers/gemini/response.ts
 import { createChunkTranslator } from '../../../../src/providers/gemini/stream.ts'
 import { geminiResponseSchema, type GeminiResponse } from '../../../../src/providers/gemini/wire.ts'
 import type { ChatChunk } from '../../../../src/providers/types.ts'
-import { geminiEvents, geminiJson } from '../../../support/fake-gemini.ts'
+import { reassemble } from '../../../support/chunks.ts'
+import { readJsonFixture, readSseFixture } from '../../../support/fixtures.ts'
 
 const meta = { id: '', model: 'gemini-2.5-flash', created: 1_700_000_000 }
 
 async function parsedEvents(name: string): Promise<GeminiResponse[]> {
-  return (await geminiEvents(name)).map((e) => geminiResponseSchema.parse(e))
+  return (await readSseFixture(`gemini/${name}`)).map((e) => geminiResponseSchema.parse(e))
 }
 
 /** All events, then end(): what the adapter does with a complete stream. */
 function run(events: GeminiResponse[], options = {}): ChatChunk[] {
   const translate = createChunkTranslator(meta, options)
   return [...events.flatMap(translate), ...translate.end()]
-}
-
-function reassemble(chunks: ChatChunk[]) {
-  let content = ''
-  let reasoning = ''
-  const calls: { id?: string; name?: string; arguments: string }[] = []
-  const details: unknown[] = []
-  let finish: string | null = null
-  for (const c of chunks) {
-    const ch = c.choices[0]
-    if (!ch) continue
-    content += ch.delta.content ?? ''
-    reasoning += ch.delta.reasoning ?? ''
-    details.push(...(ch.delta.reasoning_details ?? []))
-    for (const t of ch.delta.tool_calls ?? []) {
-      const call = (calls[t.index] ??= { arguments: '' })
-      if (t.id) call.id = t.id
-      if (t.function?.name) call.name = t.function.name
-      call.arguments += t.function?.arguments ?? ''
-    }
-    finish = ch.finish_reason ?? finish
-  }
-  return { content, reasoning, calls, details, finish, usage: chunks.at(-1)?.usage }
 }
 
 describe('Gemini stream translation', () => {
@@ -95,7 +73,7 @@ describe('Gemini stream translation', () => {
   it('gives the same answer streamed as blocking', async () => {
     const streamed = reassemble(run(await parsedEvents('parallel-function-calls.sse')))
     const blocking = fromGeminiResponse(
-      geminiResponseSchema.parse(geminiJson('parallel-function-calls.json')),
+      geminiResponseSchema.parse(readJsonFixture('gemini/parallel-function-calls.json')),
       meta,
     )
     const m = blocking.choices[0]!.message
@@ -133,12 +111,12 @@ describe('Gemini stream translation', () => {
   })
 
   it('finishes with content_filter on a blocked prompt or a safety stop', () => {
-    const blocked = run([geminiResponseSchema.parse(geminiJson('prompt-blocked.json'))])
+    const blocked = run([geminiResponseSchema.parse(readJsonFixture('gemini/prompt-blocked.json'))])
     expect(blocked.map((c) => c.choices[0]?.finish_reason ?? null).filter(Boolean)).toEqual([
       'content_filter',
     ])
     expect(blocked.at(-1)!.usage).toMatchObject({ prompt_tokens: 12 })
-    const safety = reassemble(run([geminiResponseSchema.parse(geminiJson('safety.json'))]))
+    const safety = reassemble(run([geminiResponseSchema.parse(readJsonFixture('gemini/safety.json'))]))
     expect(safety).toMatchObject({ content: '', finish: 'content_filter' })
   })
 })
