@@ -1,9 +1,18 @@
 import type { ServerResponse } from 'node:http'
 import OpenAI from 'openai'
-import { afterEach, describe, expect, it } from 'vitest'
-import { anthropicFixture, anthropicJson, toAnthropicSse, writeSseText } from '../support/fake-anthropic.ts'
-import { sendJson, startFakeUpstream, type FakeHandler, type FakeUpstream } from '../support/fake-upstream.ts'
-import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
+import { describe, expect, it } from 'vitest'
+import { toAnthropicSse } from '../support/fake-anthropic.ts'
+import {
+  jsonFile,
+  sendJson,
+  sentBody,
+  sseFile,
+  writeSseText,
+  type FakeHandler,
+  type SseReplay,
+} from '../support/fake-upstream.ts'
+import { readFixture, readJsonFixture } from '../support/fixtures.ts'
+import { postJson, readGeneration, startGatewayBehindFake } from '../support/gateway.ts'
 
 // The listening gateway in front of a fake Anthropic Messages API on 127.0.0.1, driven by the
 // official openai SDK exactly as an OpenAI user would drive it.
@@ -12,58 +21,14 @@ const UPSTREAM_KEY = 'sk-ant-api03-FAKE-test-key-0000000000'
 const SLUG = 'anthropic/claude-sonnet-4-5'
 const ROUTE = 'POST /v1/messages'
 
-interface Setup {
-  fake: FakeUpstream
-  gw: TestGateway
-  client: OpenAI
-}
+const setup = (handler: FakeHandler) =>
+  startGatewayBehindFake({ [ROUTE]: handler }, (origin) => ({
+    ANTHROPIC_API_KEY: UPSTREAM_KEY,
+    ANTHROPIC_BASE_URL: origin,
+  }))
 
-const cleanups: (() => Promise<void>)[] = []
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c()
-})
-
-async function setup(handler: FakeHandler): Promise<Setup> {
-  const fake = await startFakeUpstream({ [ROUTE]: handler })
-  const gw = await startGateway({
-    env: { ANTHROPIC_API_KEY: UPSTREAM_KEY, ANTHROPIC_BASE_URL: fake.origin },
-    listen: true,
-  }).catch(async (err) => {
-    await fake.close()
-    throw err
-  })
-  cleanups.push(
-    () => gw.close(),
-    () => fake.close(),
-  )
-  // No retries: each test decides how many upstream calls it expects.
-  const client = new OpenAI({ baseURL: `${gw.origin}/v1`, apiKey: 'sk-dev', maxRetries: 0 })
-  return { fake, gw, client }
-}
-
-const json =
-  (name: string): FakeHandler =>
-  (_req, res) =>
-    sendJson(res, 200, anthropicJson(name))
-const sse =
-  (name: string, options: { cutAfter?: number; delayMs?: number } = {}): FakeHandler =>
-  (_req, res) =>
-    writeSseText(res, anthropicFixture(name), options)
-
-/** The body the fake received, read loosely: the assertions check its shape. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const sent = (fake: FakeUpstream, i = 0): any => fake.requests[i]!.body
-
-/** The generation record; a stream's is written as the stream closes, so it may take a moment. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function generation(gw: TestGateway, id: string): Promise<any> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const res = await fetch(`${gw.origin}/v1/generation?id=${encodeURIComponent(id)}`, { headers: devAuth })
-    if (res.status === 200) return res.json()
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  throw new Error(`no generation record for ${id}`)
-}
+const json = (name: string, status?: number) => jsonFile(`anthropic/${name}`, status)
+const sse = (name: string, options?: SseReplay) => sseFile(`anthropic/${name}`, options)
 
 const weatherTool: OpenAI.Chat.ChatCompletionTool = {
   type: 'function',
@@ -163,7 +128,7 @@ describe('Anthropic behind the OpenAI API: blocking', () => {
       max_completion_tokens: 10_000,
       temperature: 0.2,
     })
-    const body = sent(fake)
+    const body = sentBody(fake)
     expect(body.tools).toEqual([
       {
         name: 'get_weather',
@@ -183,8 +148,8 @@ describe('Anthropic behind the OpenAI API: blocking', () => {
     let turn = 0
     const { fake, client } = await setup((_req, res) =>
       turn++ === 0
-        ? sendJson(res, 200, anthropicJson('thinking-parallel-tools.json'))
-        : sendJson(res, 200, anthropicJson('message.json')),
+        ? sendJson(res, 200, readJsonFixture('anthropic/thinking-parallel-tools.json'))
+        : sendJson(res, 200, readJsonFixture('anthropic/message.json')),
     )
     const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
       { role: 'user', content: 'Weather in Paris and Tokyo?' },
@@ -234,7 +199,7 @@ describe('Anthropic behind the OpenAI API: blocking', () => {
     })
     expect(second.choices[0]!.message.content).toBe('Hi! My name is Claude.')
 
-    expect(sent(fake, 1).messages).toEqual([
+    expect(sentBody(fake, 1).messages).toEqual([
       { role: 'user', content: [{ type: 'text', text: 'Weather in Paris and Tokyo?' }] },
       {
         role: 'assistant',
@@ -275,7 +240,7 @@ describe('Anthropic behind the OpenAI API: blocking', () => {
       model: SLUG,
       messages: [{ role: 'user', content: 'hi' }],
     })
-    const rec = await generation(gw, answer.id)
+    const rec = await readGeneration(gw, answer.id)
     expect(rec).toMatchObject({
       model: SLUG,
       provider: 'anthropic',
@@ -313,16 +278,17 @@ describe('Anthropic behind the OpenAI API: errors', () => {
   it('maps 529 overloaded to 502 and 429 to 429 with Retry-After', async () => {
     let status = 529
     const { gw } = await setup((_req, res) =>
-      sendJson(res, status, anthropicJson(status === 529 ? 'overloaded-529.json' : 'rate-limit-429.json'), {
-        'retry-after': '30',
-      }),
+      sendJson(
+        res,
+        status,
+        readJsonFixture(`anthropic/${status === 529 ? 'overloaded-529.json' : 'rate-limit-429.json'}`),
+        {
+          'retry-after': '30',
+        },
+      ),
     )
     const post = () =>
-      fetch(`${gw.origin}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { ...devAuth, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: SLUG, messages: [{ role: 'user', content: 'hi' }] }),
-      })
+      postJson(gw, '/v1/chat/completions', { model: SLUG, messages: [{ role: 'user', content: 'hi' }] })
     const overloaded = await post()
     expect(overloaded.status).toBe(502)
     expect(((await overloaded.json()) as { error: unknown }).error).toMatchObject({
@@ -340,9 +306,7 @@ describe('Anthropic behind the OpenAI API: errors', () => {
   })
 
   it("passes Anthropic's message on for a request it rejects, as a 400", async () => {
-    const { client } = await setup((_req, res) =>
-      sendJson(res, 400, anthropicJson('invalid-request-400.json')),
-    )
+    const { client } = await setup(json('invalid-request-400.json', 400))
     const err = await client.chat.completions
       .create({ model: SLUG, messages: [{ role: 'user', content: 'hi' }] })
       .catch((e: unknown) => e)
@@ -351,9 +315,7 @@ describe('Anthropic behind the OpenAI API: errors', () => {
   })
 
   it('never leaks the upstream key when Anthropic refuses it', async () => {
-    const { client } = await setup((_req, res) =>
-      sendJson(res, 401, anthropicJson('authentication-401.json')),
-    )
+    const { client } = await setup(json('authentication-401.json', 401))
     const err = await client.chat.completions
       .create({ model: SLUG, messages: [{ role: 'user', content: 'hi' }] })
       .catch((e: unknown) => e)
@@ -405,7 +367,7 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
     })) {
       // drain
     }
-    expect(sent(fake).stream).toBe(true)
+    expect(sentBody(fake).stream).toBe(true)
     expect(fake.requests[0]!.headers.accept).toBe('text/event-stream')
   })
 
@@ -433,8 +395,8 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
     let turn = 0
     const { fake, client } = await setup((_req, res) =>
       turn++ === 0
-        ? writeSseText(res, anthropicFixture('thinking-parallel-tools.sse'))
-        : sendJson(res, 200, anthropicJson('message.json')),
+        ? writeSseText(res, readFixture('anthropic/thinking-parallel-tools.sse'))
+        : sendJson(res, 200, readJsonFixture('anthropic/message.json')),
     )
     const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
       { role: 'user', content: 'Weather in Paris and Tokyo?' },
@@ -481,7 +443,7 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
       tools: [weatherTool],
       reasoning_effort: 'medium',
     })
-    expect(sent(fake, 1).messages[1].content[0]).toEqual({
+    expect(sentBody(fake, 1).messages[1].content[0]).toEqual({
       type: 'thinking',
       thinking: 'The user wants weather in two cities; I can call the tool for both at once.',
       signature: 'WaUjzkypQ2mUEVM36O2TxuC06KN8xyfbJwyem2dw3URve',
@@ -497,7 +459,7 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
       stream: true,
     }))
       id = c.id
-    const rec = await generation(gw, id)
+    const rec = await readGeneration(gw, id)
     expect(rec).toMatchObject({
       streamed: true,
       finishReason: 'stop',
@@ -530,10 +492,10 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
         toAnthropicSse([{ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }]),
       ),
     )
-    const res = await fetch(`${gw.origin}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...devAuth, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: SLUG, messages: [{ role: 'user', content: 'x' }], stream: true }),
+    const res = await postJson(gw, '/v1/chat/completions', {
+      model: SLUG,
+      messages: [{ role: 'user', content: 'x' }],
+      stream: true,
     })
     expect(res.status).toBe(502)
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('upstream_error')
@@ -559,15 +521,15 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
     const { fake, gw } = await setup(async (_req, res) => {
       upstreamRes = res
       // The first events, then a long silence: the client leaves during it.
-      await writeSseText(res, anthropicFixture('text.sse'), { delayMs: 10_000 })
+      await writeSseText(res, readFixture('anthropic/text.sse'), { delayMs: 10_000 })
     })
     const controller = new AbortController()
-    const res = await fetch(`${gw.origin}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...devAuth, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: SLUG, messages: [{ role: 'user', content: 'x' }], stream: true }),
-      signal: controller.signal,
-    })
+    const res = await postJson(
+      gw,
+      '/v1/chat/completions',
+      { model: SLUG, messages: [{ role: 'user', content: 'x' }], stream: true },
+      controller.signal,
+    )
     const reader = res.body!.getReader()
     await reader.read()
     const aborted = fake.nextAbort()

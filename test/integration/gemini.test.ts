@@ -1,9 +1,17 @@
 import OpenAI from 'openai'
-import { afterEach, describe, expect, it } from 'vitest'
-import { writeSseText } from '../support/fake-anthropic.ts'
-import { GEMINI_EOL, geminiFixture, geminiJson, toGeminiSse } from '../support/fake-gemini.ts'
-import { sendJson, startFakeUpstream, type FakeHandler, type FakeUpstream } from '../support/fake-upstream.ts'
-import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
+import { describe, expect, it } from 'vitest'
+import { toGeminiSse } from '../support/fake-gemini.ts'
+import {
+  jsonFile,
+  sendJson,
+  sentBody,
+  sseFile,
+  writeSseText,
+  type FakeHandler,
+  type SseReplay,
+} from '../support/fake-upstream.ts'
+import { readJsonFixture } from '../support/fixtures.ts'
+import { postJson, readGeneration, startGatewayBehindFake } from '../support/gateway.ts'
 
 // The listening gateway in front of a fake Gemini API (generativelanguage v1beta) on 127.0.0.1,
 // driven by the official openai SDK exactly as an OpenAI user would drive it.
@@ -15,67 +23,11 @@ const EMBED = 'google/gemini-embedding-001'
 const generate = (model: string) => `POST /v1beta/models/${model}:generateContent`
 const streamGenerate = (model: string) => `POST /v1beta/models/${model}:streamGenerateContent`
 
-interface Setup {
-  fake: FakeUpstream
-  gw: TestGateway
-  client: OpenAI
-  /** Request URLs as received, query included. */
-  urls: string[]
-}
+const setup = (routes: Record<string, FakeHandler>) =>
+  startGatewayBehindFake(routes, (origin) => ({ GEMINI_API_KEY: UPSTREAM_KEY, GEMINI_BASE_URL: origin }))
 
-const cleanups: (() => Promise<void>)[] = []
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c()
-})
-
-async function setup(routes: Record<string, FakeHandler>): Promise<Setup> {
-  const urls: string[] = []
-  const recorded = Object.fromEntries(
-    Object.entries(routes).map(([route, handler]): [string, FakeHandler] => [
-      route,
-      (req, res) => {
-        urls.push(res.req.url ?? '')
-        return handler(req, res)
-      },
-    ]),
-  )
-  const fake = await startFakeUpstream(recorded)
-  const gw = await startGateway({
-    env: { GEMINI_API_KEY: UPSTREAM_KEY, GEMINI_BASE_URL: fake.origin },
-    listen: true,
-  }).catch(async (err) => {
-    await fake.close()
-    throw err
-  })
-  cleanups.push(
-    () => gw.close(),
-    () => fake.close(),
-  )
-  const client = new OpenAI({ baseURL: `${gw.origin}/v1`, apiKey: 'sk-dev', maxRetries: 0 })
-  return { fake, gw, client, urls }
-}
-
-const json =
-  (name: string, status = 200): FakeHandler =>
-  (_req, res) =>
-    sendJson(res, status, geminiJson(name))
-const sse =
-  (name: string, options: { cutAfter?: number; delayMs?: number } = {}): FakeHandler =>
-  (_req, res) =>
-    writeSseText(res, geminiFixture(name), { ...options, eol: GEMINI_EOL })
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const sent = (fake: FakeUpstream, i = 0): any => fake.requests[i]!.body
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function generation(gw: TestGateway, id: string): Promise<any> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const res = await fetch(`${gw.origin}/v1/generation?id=${encodeURIComponent(id)}`, { headers: devAuth })
-    if (res.status === 200) return res.json()
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  throw new Error(`no generation record for ${id}`)
-}
+const json = (name: string, status?: number) => jsonFile(`gemini/${name}`, status)
+const sse = (name: string, options?: SseReplay) => sseFile(`gemini/${name}`, options)
 
 const weatherTool: OpenAI.Chat.ChatCompletionTool = {
   type: 'function',
@@ -96,7 +48,9 @@ const weatherTool: OpenAI.Chat.ChatCompletionTool = {
 
 describe('Gemini behind the OpenAI API: blocking', () => {
   it('translates system, multi-turn and images, authenticates by header, and translates the answer', async () => {
-    const { fake, client, urls } = await setup({ [generate('gemini-2.5-flash')]: json('completion.json') })
+    const { fake, client } = await setup({
+      [generate('gemini-2.5-flash')]: json('completion.json'),
+    })
     const answer = await client.chat.completions.create({
       model: FLASH,
       messages: [
@@ -117,7 +71,7 @@ describe('Gemini behind the OpenAI API: blocking', () => {
       stop: ['\n\n'],
     })
     const req = fake.requests[0]!
-    expect(urls[0]).toBe('/v1beta/models/gemini-2.5-flash:generateContent')
+    expect(req.url).toBe('/v1beta/models/gemini-2.5-flash:generateContent')
     expect(req.headers['x-goog-api-key']).toBe(UPSTREAM_KEY)
     expect(req.headers.authorization).toBeUndefined()
     expect(req.body).toEqual({
@@ -142,7 +96,9 @@ describe('Gemini behind the OpenAI API: blocking', () => {
   })
 
   it('maps tools, tool_choice, JSON schema output and reasoning onto the request', async () => {
-    const { fake, client } = await setup({ [generate('gemini-2.5-flash')]: json('completion.json') })
+    const { fake, client } = await setup({
+      [generate('gemini-2.5-flash')]: json('completion.json'),
+    })
     await client.chat.completions.create({
       model: FLASH,
       messages: [{ role: 'user', content: 'Weather in Paris?' }],
@@ -154,7 +110,7 @@ describe('Gemini behind the OpenAI API: blocking', () => {
       },
       reasoning_effort: 'low',
     })
-    const body = sent(fake)
+    const body = sentBody(fake)
     expect(body.tools).toEqual([
       {
         functionDeclarations: [
@@ -184,7 +140,11 @@ describe('Gemini behind the OpenAI API: blocking', () => {
     let turn = 0
     const { fake, client } = await setup({
       [generate('gemini-3-pro-preview')]: (_req, res) =>
-        sendJson(res, 200, geminiJson(turn++ === 0 ? 'parallel-function-calls.json' : 'completion.json')),
+        sendJson(
+          res,
+          200,
+          readJsonFixture(`gemini/${turn++ === 0 ? 'parallel-function-calls.json' : 'completion.json'}`),
+        ),
     })
     const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
       { role: 'user', content: 'Weather in Paris and Tokyo?' },
@@ -215,7 +175,7 @@ describe('Gemini behind the OpenAI API: blocking', () => {
     messages.push({ role: 'tool', tool_call_id: 'call_1_get_weather', content: '{"temp": 22}' })
     messages.push({ role: 'tool', tool_call_id: 'call_0_get_weather', content: 'cloudy' })
     await client.chat.completions.create({ model: PRO3, messages, tools: [weatherTool] })
-    expect(sent(fake, 1).contents).toEqual([
+    expect(sentBody(fake, 1).contents).toEqual([
       { role: 'user', parts: [{ text: 'Weather in Paris and Tokyo?' }] },
       {
         role: 'model',
@@ -240,7 +200,7 @@ describe('Gemini behind the OpenAI API: blocking', () => {
   it('maps a safety block to content_filter and a blocked prompt too', async () => {
     let name = 'safety.json'
     const { client } = await setup({
-      [generate('gemini-2.5-flash')]: (_req, res) => sendJson(res, 200, geminiJson(name)),
+      [generate('gemini-2.5-flash')]: (_req, res) => sendJson(res, 200, readJsonFixture(`gemini/${name}`)),
     })
     const safety = await client.chat.completions.create({
       model: FLASH,
@@ -263,7 +223,7 @@ describe('Gemini behind the OpenAI API: blocking', () => {
       model: PRO3,
       messages: [{ role: 'user', content: 'x' }],
     })
-    const rec = await generation(gw, answer.id)
+    const rec = await readGeneration(gw, answer.id)
     expect(rec).toMatchObject({
       provider: 'google',
       finishReason: 'tool_calls',
@@ -280,7 +240,9 @@ describe('Gemini behind the OpenAI API: blocking', () => {
   })
 
   it('refuses logprobs before anything reaches Gemini', async () => {
-    const { fake, client } = await setup({ [generate('gemini-2.5-flash')]: json('completion.json') })
+    const { fake, client } = await setup({
+      [generate('gemini-2.5-flash')]: json('completion.json'),
+    })
     const err = await client.chat.completions
       .create({ model: FLASH, messages: [{ role: 'user', content: 'x' }], logprobs: true })
       .catch((e: unknown) => e)
@@ -296,10 +258,9 @@ describe('Gemini behind the OpenAI API: blocking', () => {
 describe('Gemini behind the OpenAI API: errors', () => {
   it('maps 429 RESOURCE_EXHAUSTED to 429 with Retry-After from RetryInfo', async () => {
     const { gw } = await setup({ [generate('gemini-2.5-flash')]: json('error-429.json', 429) })
-    const res = await fetch(`${gw.origin}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...devAuth, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: FLASH, messages: [{ role: 'user', content: 'x' }] }),
+    const res = await postJson(gw, '/v1/chat/completions', {
+      model: FLASH,
+      messages: [{ role: 'user', content: 'x' }],
     })
     expect(res.status).toBe(429)
     expect(res.headers.get('retry-after')).toBe('28')
@@ -309,7 +270,7 @@ describe('Gemini behind the OpenAI API: errors', () => {
     let name = 'error-key-invalid.json'
     let status = 400
     const { client } = await setup({
-      [generate('gemini-2.5-flash')]: (_req, res) => sendJson(res, status, geminiJson(name)),
+      [generate('gemini-2.5-flash')]: (_req, res) => sendJson(res, status, readJsonFixture(`gemini/${name}`)),
     })
     const refused = await client.chat.completions
       .create({ model: FLASH, messages: [{ role: 'user', content: 'x' }] })
@@ -329,7 +290,7 @@ describe('Gemini behind the OpenAI API: errors', () => {
 
 describe('Gemini behind the OpenAI API: streaming', () => {
   it('streams text from the CRLF-framed SSE endpoint, with the usage chunk when asked', async () => {
-    const { client, urls } = await setup({ [streamGenerate('gemini-2.5-flash')]: sse('text.sse') })
+    const { fake, client } = await setup({ [streamGenerate('gemini-2.5-flash')]: sse('text.sse') })
     const chunks: OpenAI.Chat.ChatCompletionChunk[] = []
     for await (const c of await client.chat.completions.create({
       model: FLASH,
@@ -338,8 +299,8 @@ describe('Gemini behind the OpenAI API: streaming', () => {
       stream_options: { include_usage: true },
     }))
       chunks.push(c)
-    expect(urls[0]).toBe('/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse')
-    expect(urls[0]).not.toContain('key=')
+    expect(fake.requests[0]!.url).toBe('/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse')
+    expect(fake.requests[0]!.url).not.toContain('key=')
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(
       'The sky appears blue because of Rayleigh scattering.',
     )
@@ -388,7 +349,9 @@ describe('Gemini behind the OpenAI API: streaming', () => {
   })
 
   it('streams thought summaries as reasoning when reasoning is asked for', async () => {
-    const { fake, client } = await setup({ [streamGenerate('gemini-2.5-flash')]: sse('thinking.sse') })
+    const { fake, client } = await setup({
+      [streamGenerate('gemini-2.5-flash')]: sse('thinking.sse'),
+    })
     let reasoning = ''
     let content = ''
     for await (const c of await client.chat.completions.create({
@@ -400,7 +363,7 @@ describe('Gemini behind the OpenAI API: streaming', () => {
       reasoning += (c.choices[0]?.delta as { reasoning?: string } | undefined)?.reasoning ?? ''
       content += c.choices[0]?.delta.content ?? ''
     }
-    expect(sent(fake).generationConfig).toEqual({
+    expect(sentBody(fake).generationConfig).toEqual({
       thinkingConfig: { thinkingBudget: 2048, includeThoughts: true },
     })
     expect(reasoning).toMatch(/^\*\*Analyzing the request\*\*/)
@@ -408,7 +371,9 @@ describe('Gemini behind the OpenAI API: streaming', () => {
   })
 
   it('records a streamed generation with the upstream usage', async () => {
-    const { client, gw } = await setup({ [streamGenerate('gemini-2.5-flash')]: sse('thinking.sse') })
+    const { client, gw } = await setup({
+      [streamGenerate('gemini-2.5-flash')]: sse('thinking.sse'),
+    })
     let id = ''
     for await (const c of await client.chat.completions.create({
       model: FLASH,
@@ -416,7 +381,7 @@ describe('Gemini behind the OpenAI API: streaming', () => {
       stream: true,
     }))
       id = c.id
-    expect(await generation(gw, id)).toMatchObject({
+    expect(await readGeneration(gw, id)).toMatchObject({
       streamed: true,
       finishReason: 'stop',
       cost_source: 'upstream',
@@ -429,7 +394,9 @@ describe('Gemini behind the OpenAI API: streaming', () => {
   })
 
   it('reports a stream cut before its last event as an error', async () => {
-    const { client } = await setup({ [streamGenerate('gemini-2.5-flash')]: sse('text.sse', { cutAfter: 2 }) })
+    const { client } = await setup({
+      [streamGenerate('gemini-2.5-flash')]: sse('text.sse', { cutAfter: 2 }),
+    })
     let content = ''
     const err = await (async () => {
       for await (const c of await client.chat.completions.create({
@@ -445,13 +412,13 @@ describe('Gemini behind the OpenAI API: streaming', () => {
 
   it('reports a stream that ends cleanly without a finishReason as an error too', async () => {
     const partial = toGeminiSse(
-      [geminiJson('max-tokens.json')].map((r) => ({
+      [readJsonFixture('gemini/max-tokens.json')].map((r) => ({
         ...(r as object),
         candidates: [{ content: { parts: [{ text: 'Once' }] } }],
       })),
     )
     const { client } = await setup({
-      [streamGenerate('gemini-2.5-flash')]: (_req, res) => writeSseText(res, partial, { eol: GEMINI_EOL }),
+      [streamGenerate('gemini-2.5-flash')]: (_req, res) => writeSseText(res, partial),
     })
     const err = await (async () => {
       for await (const _ of await client.chat.completions.create({
@@ -468,10 +435,10 @@ describe('Gemini behind the OpenAI API: streaming', () => {
   it('ends with an error event when Gemini sends an error object mid-stream', async () => {
     const text = toGeminiSse([
       { candidates: [{ content: { role: 'model', parts: [{ text: 'Partial' }] } }] },
-      geminiJson('error-503.json'),
+      readJsonFixture('gemini/error-503.json'),
     ])
     const { client } = await setup({
-      [streamGenerate('gemini-2.5-flash')]: (_req, res) => writeSseText(res, text, { eol: GEMINI_EOL }),
+      [streamGenerate('gemini-2.5-flash')]: (_req, res) => writeSseText(res, text),
     })
     let content = ''
     const err = await (async () => {
@@ -491,12 +458,12 @@ describe('Gemini behind the OpenAI API: streaming', () => {
       [streamGenerate('gemini-2.5-flash')]: sse('text.sse', { delayMs: 10_000 }),
     })
     const controller = new AbortController()
-    const res = await fetch(`${gw.origin}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...devAuth, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: FLASH, messages: [{ role: 'user', content: 'x' }], stream: true }),
-      signal: controller.signal,
-    })
+    const res = await postJson(
+      gw,
+      '/v1/chat/completions',
+      { model: FLASH, messages: [{ role: 'user', content: 'x' }], stream: true },
+      controller.signal,
+    )
     await res.body!.getReader().read()
     const aborted = fake.nextAbort()
     controller.abort()
@@ -507,23 +474,19 @@ describe('Gemini behind the OpenAI API: streaming', () => {
 
 describe('Gemini embeddings', () => {
   it('embeds through /routed/v1/embeddings with batchEmbedContents and outputDimensionality', async () => {
-    const { fake, gw, urls } = await setup({
+    const { fake, gw } = await setup({
       'POST /v1beta/models/gemini-embedding-001:batchEmbedContents': json('batch-embed.json'),
     })
-    const res = await fetch(`${gw.origin}/routed/v1/embeddings`, {
-      method: 'POST',
-      headers: { ...devAuth, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        model: EMBED,
-        input: ['first text', 'second text'],
-        dimensions: 4,
-        input_type: 'search_document',
-      }),
+    const res = await postJson(gw, '/routed/v1/embeddings', {
+      model: EMBED,
+      input: ['first text', 'second text'],
+      dimensions: 4,
+      input_type: 'search_document',
     })
     expect(res.status).toBe(200)
-    expect(urls[0]).toBe('/v1beta/models/gemini-embedding-001:batchEmbedContents')
+    expect(fake.requests[0]!.url).toBe('/v1beta/models/gemini-embedding-001:batchEmbedContents')
     expect(fake.requests[0]!.headers['x-goog-api-key']).toBe(UPSTREAM_KEY)
-    expect(sent(fake)).toEqual({
+    expect(sentBody(fake)).toEqual({
       requests: ['first text', 'second text'].map((text) => ({
         model: 'models/gemini-embedding-001',
         content: { parts: [{ text }] },

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { readFixture, readJsonFixture } from './fixtures.ts'
 
 // A real HTTP server on 127.0.0.1 that plays an upstream provider: handlers write the provider's
 // documented wire format, and every request is recorded for the test to inspect.
@@ -7,6 +8,8 @@ import type { AddressInfo } from 'node:net'
 export interface RecordedRequest {
   method: string
   path: string
+  /** The request target as received, query included. */
+  url: string
   headers: IncomingMessage['headers']
   body: unknown
 }
@@ -51,7 +54,13 @@ export async function startFakeUpstream(routes: Record<string, FakeHandler>): Pr
       // Not JSON: keep the text.
     }
     const path = (req.url ?? '/').split('?')[0] ?? '/'
-    const recorded: RecordedRequest = { method: req.method ?? 'GET', path, headers: req.headers, body }
+    const recorded: RecordedRequest = {
+      method: req.method ?? 'GET',
+      path,
+      url: req.url ?? '/',
+      headers: req.headers,
+      body,
+    }
     fake.requests.push(recorded)
     res.on('close', () => {
       if (!res.writableFinished) {
@@ -77,6 +86,10 @@ export async function startFakeUpstream(routes: Record<string, FakeHandler>): Pr
   return fake
 }
 
+/** The JSON body of the `i`th request, typed loosely: the test's assertions check its shape. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export const sentBody = (fake: FakeUpstream, i = 0): any => fake.requests[i]!.body
+
 export function sendJson(
   res: ServerResponse,
   status: number,
@@ -97,5 +110,49 @@ export async function sendSse(res: ServerResponse, payloads: string[], delayMs =
   }
   res.end()
 }
+
+export interface SseReplay {
+  /** Pause after each event. */
+  delayMs?: number
+  /** Destroy the socket after this many events: a stream the provider cuts. */
+  cutAfter?: number
+}
+
+/**
+ * Writes SSE text the way a provider does: one write per event, in the text's own framing (events
+ * end with CRLF CRLF when the text uses it, as Gemini's do, else LF LF).
+ */
+export async function writeSseText(
+  res: ServerResponse,
+  text: string,
+  options: SseReplay = {},
+): Promise<void> {
+  const eol = text.includes('\r\n\r\n') ? '\r\n\r\n' : '\n\n'
+  const events = text.split(eol).filter((e) => e.trim() !== '')
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+  res.flushHeaders()
+  for (const [i, e] of events.entries()) {
+    if (res.destroyed) return
+    if (options.cutAfter !== undefined && i >= options.cutAfter) {
+      res.socket?.destroy()
+      return
+    }
+    await new Promise<void>((resolve) => res.write(`${e}${eol}`, () => resolve()))
+    if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs))
+  }
+  res.end()
+}
+
+/** A handler that answers with a JSON fixture (`jsonFile('gemini/error-429.json', 429)`). */
+export const jsonFile =
+  (path: string, status = 200, headers: Record<string, string> = {}): FakeHandler =>
+  (_req, res) =>
+    sendJson(res, status, readJsonFixture(path), headers)
+
+/** A handler that replays an SSE fixture with `writeSseText` (`sseFile('anthropic/text.sse')`). */
+export const sseFile =
+  (path: string, options: SseReplay = {}): FakeHandler =>
+  (_req, res) =>
+    writeSseText(res, readFixture(path), options)
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))

@@ -1,8 +1,11 @@
 import type { FastifyInstance } from 'fastify'
+import OpenAI from 'openai'
+import { onTestFinished } from 'vitest'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { createDeps, type Deps, type DepsOverrides } from '../../src/deps.ts'
 import { createLogger } from '../../src/logger.ts'
+import { startFakeUpstream, type FakeHandler, type FakeUpstream } from './fake-upstream.ts'
 
 export interface TestGateway {
   app: FastifyInstance
@@ -47,4 +50,59 @@ export async function startGateway(options: TestGatewayOptions = {}): Promise<Te
       await deps.close()
     },
   }
+}
+
+export interface GatewayBehindFake {
+  fake: FakeUpstream
+  gw: TestGateway
+  /** The official SDK pointed at the gateway, without retries: a test decides how many upstream calls it expects. */
+  client: OpenAI
+}
+
+/**
+ * A fake upstream serving `routes`, and the listening gateway in front of it with `env(fake.origin)`.
+ * Both close when the test ends, the fake first: its closeAllConnections ends any upstream request
+ * the gateway still holds.
+ */
+export async function startGatewayBehindFake(
+  routes: Record<string, FakeHandler>,
+  env: (origin: string) => Record<string, string>,
+): Promise<GatewayBehindFake> {
+  const fake = await startFakeUpstream(routes)
+  const gw = await startGateway({ env: env(fake.origin), listen: true }).catch(async (err: unknown) => {
+    await fake.close()
+    throw err
+  })
+  onTestFinished(async () => {
+    await fake.close()
+    await gw.close()
+  })
+  const client = new OpenAI({ baseURL: `${gw.origin}/v1`, apiKey: 'sk-dev', maxRetries: 0 })
+  return { fake, gw, client }
+}
+
+/** A client's POST of `body` as JSON to the listening gateway, with the dev key: plain fetch, no SDK. */
+export function postJson(
+  gw: TestGateway,
+  path: string,
+  body: unknown,
+  signal?: AbortSignal,
+): Promise<Response> {
+  return fetch(`${gw.origin}${path}`, {
+    method: 'POST',
+    headers: { ...devAuth, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal,
+  })
+}
+
+/** The generation record of `id`; a stream's is written as the stream closes, so it may take a moment. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function readGeneration(gw: TestGateway, id: string): Promise<any> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const res = await fetch(`${gw.origin}/v1/generation?id=${encodeURIComponent(id)}`, { headers: devAuth })
+    if (res.status === 200) return res.json()
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  throw new Error(`no generation record for ${id}`)
 }
