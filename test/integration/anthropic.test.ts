@@ -12,7 +12,7 @@ import {
   type SseReplay,
 } from '../support/fake-upstream.ts'
 import { readFixture, readJsonFixture } from '../support/fixtures.ts'
-import { postJson, readGeneration, startGatewayBehindFake } from '../support/gateway.ts'
+import { postJson, readGeneration, readSdkStream, startGatewayBehindFake } from '../support/gateway.ts'
 
 // The listening gateway in front of a fake Anthropic Messages API on 127.0.0.1, driven by the
 // official openai SDK exactly as an OpenAI user would drive it.
@@ -476,13 +476,10 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
       messages: [{ role: 'user', content: 'x' }],
       stream: true,
     })
-    let content = ''
-    const err = await (async () => {
-      for await (const c of stream) content += c.choices[0]?.delta.content ?? ''
-    })().catch((e: unknown) => e)
+    const { content, error } = await readSdkStream(stream)
     expect(content).toBe('Partial')
-    expect(err).toBeInstanceOf(OpenAI.APIError)
-    expect((err as Error).message).toMatch(/overloaded/)
+    expect(error).toBeInstanceOf(OpenAI.APIError)
+    expect((error as Error).message).toMatch(/overloaded/)
   })
 
   it('turns an error event before any content into an HTTP error', async () => {
@@ -508,11 +505,9 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
       messages: [{ role: 'user', content: 'x' }],
       stream: true,
     })
-    const finishes: (string | null)[] = []
-    const err = await (async () => {
-      for await (const c of stream) finishes.push(c.choices[0]?.finish_reason ?? null)
-    })().catch((e: unknown) => e)
-    expect(err).toBeInstanceOf(OpenAI.APIError)
+    const { chunks, error } = await readSdkStream(stream)
+    const finishes = chunks.map((c) => c.choices[0]?.finish_reason ?? null)
+    expect(error).toBeInstanceOf(OpenAI.APIError)
     expect(finishes.every((f) => f === null)).toBe(true)
   })
 

@@ -11,7 +11,7 @@ import {
   type SseReplay,
 } from '../support/fake-upstream.ts'
 import { readJsonFixture } from '../support/fixtures.ts'
-import { postJson, readGeneration, startGatewayBehindFake } from '../support/gateway.ts'
+import { postJson, readGeneration, readSdkStream, startGatewayBehindFake } from '../support/gateway.ts'
 
 // The listening gateway in front of a fake Gemini API (generativelanguage v1beta) on 127.0.0.1,
 // driven by the official openai SDK exactly as an OpenAI user would drive it.
@@ -397,15 +397,13 @@ describe('Gemini behind the OpenAI API: streaming', () => {
     const { client } = await setup({
       [streamGenerate('gemini-2.5-flash')]: sse('text.sse', { cutAfter: 2 }),
     })
-    let content = ''
-    const err = await (async () => {
-      for await (const c of await client.chat.completions.create({
+    const { content, error: err } = await readSdkStream(
+      client.chat.completions.create({
         model: FLASH,
         messages: [{ role: 'user', content: 'x' }],
         stream: true,
-      }))
-        content += c.choices[0]?.delta.content ?? ''
-    })().catch((e: unknown) => e)
+      }),
+    )
     expect(content).toBe('The sky appears blue because of Rayleigh')
     expect(err).toBeInstanceOf(OpenAI.APIError)
   })
@@ -420,15 +418,13 @@ describe('Gemini behind the OpenAI API: streaming', () => {
     const { client } = await setup({
       [streamGenerate('gemini-2.5-flash')]: (_req, res) => writeSseText(res, partial),
     })
-    const err = await (async () => {
-      for await (const _ of await client.chat.completions.create({
+    const { error: err } = await readSdkStream(
+      client.chat.completions.create({
         model: FLASH,
         messages: [{ role: 'user', content: 'x' }],
         stream: true,
-      })) {
-        // drain
-      }
-    })().catch((e: unknown) => e)
+      }),
+    )
     expect((err as Error).message).toMatch(/stream ended before the answer was complete/)
   })
 
@@ -440,15 +436,13 @@ describe('Gemini behind the OpenAI API: streaming', () => {
     const { client } = await setup({
       [streamGenerate('gemini-2.5-flash')]: (_req, res) => writeSseText(res, text),
     })
-    let content = ''
-    const err = await (async () => {
-      for await (const c of await client.chat.completions.create({
+    const { content, error: err } = await readSdkStream(
+      client.chat.completions.create({
         model: FLASH,
         messages: [{ role: 'user', content: 'x' }],
         stream: true,
-      }))
-        content += c.choices[0]?.delta.content ?? ''
-    })().catch((e: unknown) => e)
+      }),
+    )
     expect(content).toBe('Partial')
     expect((err as Error).message).toMatch(/failed mid-stream \(UNAVAILABLE\)/)
   })

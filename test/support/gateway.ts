@@ -81,6 +81,31 @@ export async function startGatewayBehindFake(
   return { fake, gw, client }
 }
 
+export interface ReadStream {
+  chunks: OpenAI.Chat.ChatCompletionChunk[]
+  /** The content deltas, concatenated. */
+  content: string
+  /** What ended the stream with a throw; undefined when it ended cleanly. */
+  error: unknown
+}
+
+/** Reads an SDK stream (or the promise of one) to its end or to the error that ends it. */
+export async function readSdkStream(
+  stream:
+    AsyncIterable<OpenAI.Chat.ChatCompletionChunk> | Promise<AsyncIterable<OpenAI.Chat.ChatCompletionChunk>>,
+): Promise<ReadStream> {
+  const out: ReadStream = { chunks: [], content: '', error: undefined }
+  try {
+    for await (const c of await stream) {
+      out.chunks.push(c)
+      out.content += c.choices[0]?.delta.content ?? ''
+    }
+  } catch (err) {
+    out.error = err
+  }
+  return out
+}
+
 /** A client's POST of `body` as JSON to the listening gateway, with the dev key: plain fetch, no SDK. */
 export function postJson(
   gw: TestGateway,
