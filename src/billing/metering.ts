@@ -85,7 +85,12 @@ export function createMetering(deps: MeteringDeps): Metering {
   return {
     async begin(o) {
       const start = now()
-      const limits = { ...config.limits.defaultRateLimits, ...o.account.rateLimits }
+      // An account's own limit wins; one it does not set falls back to the default.
+      const defaults = config.limits.defaultRateLimits
+      const limits = {
+        requestsPerMinute: o.account.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute,
+        tokensPerMinute: o.account.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute,
+      }
       const rpmKey = `rpm:${o.account.id}`
       const tpmKey = `tpm:${o.account.id}`
       const rpm = await checkRate(rpmKey, 1, limits.requestsPerMinute, start)

@@ -268,6 +268,16 @@ describe('admission', () => {
     })
   })
 
+  it('accounts without limits of their own use limits.rateLimits', async () => {
+    const g = await gateway({ limits: { rateLimits: { requestsPerMinute: 2 } } })
+    const statuses = []
+    for (let i = 0; i < 3; i++) statuses.push((await post(g, '/v1/chat/completions', hello)).status)
+    expect(statuses).toEqual([200, 200, 429])
+    // An account's own limit wins over the default.
+    const auth = await account(g, { id: 'roomy', credits: 1, rate_limits: { requests_per_minute: 5 } })
+    for (let i = 0; i < 3; i++) expect((await post(g, '/v1/chat/completions', hello, auth)).status).toBe(200)
+  })
+
   it('429 when the estimated tokens exceed the tokens-per-minute limit', async () => {
     const g = await gateway({
       accounts: [
