@@ -107,7 +107,8 @@ const providerSchema = z
     apiKeyEnv: z.string().min(1).optional(),
     headers: z.record(z.string(), z.string()).default({}),
     timeouts: timeoutsSchema.default({ connectMs: 10_000, firstByteMs: 120_000, idleMs: 60_000 }),
-    maxConnections: z.number().int().positive().max(10_000).default(256),
+    /** Open connections per upstream origin; requests beyond it queue. Streams hold one each. */
+    maxConnections: z.number().int().positive().max(10_000).default(1024),
     latencyMs: z.number().int().min(0).max(600_000).default(0),
   })
   .strict()
