@@ -10,6 +10,8 @@ export function upstreamSignal(reply: FastifyReply): AbortSignal {
   const onClose = (): void => {
     if (!res.writableFinished) controller.abort(new Error('client closed the connection'))
   }
-  res.once('close', onClose)
+  // The client may already be gone (it left while the request was being validated or admitted).
+  if (res.closed || res.destroyed) onClose()
+  else res.once('close', onClose)
   return controller.signal
 }
