@@ -11,6 +11,8 @@ const byExtension: Record<string, string> = {
   jpeg: 'image/jpeg',
   gif: 'image/gif',
   webp: 'image/webp',
+  heic: 'image/heic',
+  heif: 'image/heif',
   txt: 'text/plain',
   md: 'text/markdown',
   csv: 'text/csv',
@@ -36,8 +38,13 @@ const GENERIC = 'application/octet-stream'
 export function toStoredContentType(declared: string | undefined, filename: string): string {
   const type = declared?.split(';')[0]?.trim().toLowerCase() ?? ''
   if (mediaTypePattern.test(type) && type !== GENERIC) return type
-  const ext = /\.([A-Za-z0-9]{1,10})$/.exec(filename)?.[1]?.toLowerCase()
-  return (ext !== undefined && byExtension[ext]) || GENERIC
+  return mediaTypeOfName(filename) ?? GENERIC
+}
+
+/** The media type a file name's (or URL path's) extension tells, or undefined. */
+export function mediaTypeOfName(name: string | undefined): string | undefined {
+  const ext = /\.([A-Za-z0-9]{1,10})$/.exec(name?.split(/[?#]/)[0] ?? '')?.[1]?.toLowerCase()
+  return ext === undefined ? undefined : byExtension[ext]
 }
 
 /** The image type from the first bytes (PNG, JPEG, GIF, WebP), or undefined. */

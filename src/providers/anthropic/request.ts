@@ -1,5 +1,6 @@
 import { invalidRequest } from '../../errors.ts'
 import {
+  inlineFileData,
   parseArguments,
   parseDataUrl,
   refuseUnsupported,
@@ -209,17 +210,7 @@ function toUserBlock(part: ContentPart, at: string): AnthropicContentBlock[] {
       return [{ ...toImage(url, `${at}.image_url.url`), ...cacheControlOf(part) }]
     }
     case 'file': {
-      const file = (part as { file: { file_id?: string; file_data?: string; filename?: string } }).file
-      if (file.file_data === undefined) {
-        throw invalidRequest(
-          'unsupported_parameter',
-          'file_id references are not resolved for this model',
-          `${at}.file`,
-        )
-      }
-      const data = parseDataUrl(file.file_data)
-      const mediaType = data?.mediaType ?? mediaTypeOfName(file.filename)
-      const base64 = data?.base64 ?? file.file_data
+      const { mediaType, base64 } = inlineFileData(part, at)
       if (mediaType === 'application/pdf') {
         return [
           {
@@ -277,21 +268,6 @@ function toImage(url: string, at: string): AnthropicImageBlock {
     )
   }
   return { type: 'image', source: { type: 'base64', media_type: data.mediaType, data: data.base64 } }
-}
-
-const extensionTypes: Record<string, string> = {
-  pdf: 'application/pdf',
-  txt: 'text/plain',
-  png: 'image/png',
-  jpg: 'image/jpeg',
-  jpeg: 'image/jpeg',
-  gif: 'image/gif',
-  webp: 'image/webp',
-}
-
-function mediaTypeOfName(name: string | undefined): string | undefined {
-  const ext = name?.toLowerCase().split('.').pop()
-  return ext === undefined ? undefined : extensionTypes[ext]
 }
 
 /** Anthropic tool_use ids are `[a-zA-Z0-9_-]+`; ids from other providers are made to fit, the same way both sides. */

@@ -1,11 +1,13 @@
 import { invalidRequest } from '../../errors.ts'
 import {
+  inlineFileData,
   parseArguments,
   parseDataUrl,
   refuseUnsupported,
   resolveReasoning,
   type UnsupportedParam,
 } from '../shared/request.ts'
+import { mediaTypeOfName } from '../../files/content-type.ts'
 import type { ChatMessage, ChatRequest, ContentPart, EmbeddingsRequest, ToolChoice } from '../types.ts'
 import { isEmptyObjectSchema, toGeminiSchema } from './schema.ts'
 import type {
@@ -155,22 +157,6 @@ function toUserParts(content: ChatMessage['content'], at: string): GeminiPart[] 
   return (content ?? []).flatMap((part, j) => toUserPart(part, `${at}[${j}]`))
 }
 
-const extensionTypes: Record<string, string> = {
-  png: 'image/png',
-  jpg: 'image/jpeg',
-  jpeg: 'image/jpeg',
-  gif: 'image/gif',
-  webp: 'image/webp',
-  heic: 'image/heic',
-  heif: 'image/heif',
-  pdf: 'application/pdf',
-}
-
-function mediaTypeOfName(name: string | undefined): string | undefined {
-  const ext = name?.toLowerCase().split(/[?#]/)[0]?.split('.').pop()
-  return ext === undefined ? undefined : extensionTypes[ext]
-}
-
 function toUserPart(part: ContentPart, at: string): GeminiPart[] {
   switch (part.type) {
     case 'text': {
@@ -203,16 +189,7 @@ function toUserPart(part: ContentPart, at: string): GeminiPart[] {
       return [{ inlineData: { mimeType: `audio/${audio.format}`, data: audio.data } }]
     }
     case 'file': {
-      const file = (part as { file: { file_id?: string; file_data?: string; filename?: string } }).file
-      if (file.file_data === undefined) {
-        throw invalidRequest(
-          'unsupported_parameter',
-          'file_id references are not resolved for this model',
-          `${at}.file`,
-        )
-      }
-      const data = parseDataUrl(file.file_data)
-      const mimeType = data?.mediaType ?? mediaTypeOfName(file.filename)
+      const { mediaType: mimeType, base64 } = inlineFileData(part, at)
       if (mimeType === undefined) {
         throw invalidRequest(
           'invalid_value',
@@ -220,7 +197,7 @@ function toUserPart(part: ContentPart, at: string): GeminiPart[] {
           `${at}.file.file_data`,
         )
       }
-      return [{ inlineData: { mimeType, data: data?.base64 ?? file.file_data } }]
+      return [{ inlineData: { mimeType, data: base64 } }]
     }
     default:
       throw invalidRequest(

@@ -1,5 +1,6 @@
 import { invalidRequest } from '../../errors.ts'
-import type { ChatRequest } from '../types.ts'
+import { mediaTypeOfName } from '../../files/content-type.ts'
+import type { ChatRequest, ContentPart } from '../types.ts'
 
 // Request translation that every non-OpenAI protocol does the same way. Pure; what differs per
 // protocol (the reasons it gives, the wire shapes) stays in its own folder.
@@ -82,4 +83,27 @@ export function parseArguments(args: string, at: string): Record<string, unknown
     throw invalidRequest('invalid_value', 'tool call arguments must be a JSON object', at)
   }
   return value as Record<string, unknown>
+}
+
+/**
+ * A `file` part's inline content: its base64 and its media type (from the data URL, else from the
+ * file name). A bare `file_id` is refused: the chat route resolves the caller's ids before any adapter.
+ */
+export function inlineFileData(
+  part: ContentPart,
+  at: string,
+): { mediaType: string | undefined; base64: string } {
+  const file = (part as { file: { file_id?: string; file_data?: string; filename?: string } }).file
+  if (file.file_data === undefined) {
+    throw invalidRequest(
+      'unsupported_parameter',
+      'file_id references are not resolved for this model',
+      `${at}.file`,
+    )
+  }
+  const data = parseDataUrl(file.file_data)
+  return {
+    mediaType: data?.mediaType ?? mediaTypeOfName(file.filename),
+    base64: data?.base64 ?? file.file_data,
+  }
 }
