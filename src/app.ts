@@ -36,9 +36,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id)
     if (deps.lifecycle.draining && !request.url.startsWith('/healthz')) {
       reply.header('connection', 'close')
-      done(
-        new GatewayError(503, 'service_unavailable', 'shutting_down', 'the gateway is shutting down; retry'),
-      )
+      done(new GatewayError('shutting_down', 'the gateway is shutting down; retry'))
       return
     }
     done()
@@ -58,8 +56,6 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
 
   app.setNotFoundHandler((request, reply) => {
     const e = new GatewayError(
-      404,
-      'not_found_error',
       'route_not_found',
       `no route for ${request.method} ${request.url.split('?')[0]}`,
     )

@@ -18,16 +18,11 @@ const bearer = /^Bearer\s+(\S+)\s*$/i
 export async function authenticate(request: FastifyRequest, accounts: AccountStore): Promise<Account> {
   const header = request.headers.authorization
   if (header === undefined || header === '') {
-    throw new GatewayError(
-      401,
-      'authentication_error',
-      'missing_api_key',
-      'missing API key: send Authorization: Bearer <key>',
-    )
+    throw new GatewayError('missing_api_key', 'missing API key: send Authorization: Bearer <key>')
   }
   const m = bearer.exec(header)
   const key = m?.[1]
   const account = key === undefined || key.length > 512 ? null : await accounts.findByKeyHash(hashKey(key))
-  if (!account) throw new GatewayError(401, 'authentication_error', 'invalid_api_key', 'invalid API key')
+  if (!account) throw new GatewayError('invalid_api_key', 'invalid API key')
   return account
 }

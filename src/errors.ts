@@ -12,6 +12,50 @@ export type ErrorType =
   | 'timeout_error'
   | 'server_error'
 
+/**
+ * Every error code the gateway sends, with its status and type: a code is chosen at the throw site,
+ * status and type follow from it (decisions.md's table), so the same code never answers two ways.
+ */
+export const errorCatalogue = {
+  invalid_value: { status: 400, type: 'invalid_request_error' },
+  missing_field: { status: 400, type: 'invalid_request_error' },
+  unsupported_parameter: { status: 400, type: 'invalid_request_error' },
+  invalid_json: { status: 400, type: 'invalid_request_error' },
+  invalid_request: { status: 400, type: 'invalid_request_error' },
+  too_deep: { status: 400, type: 'invalid_request_error' },
+  file_limit_exceeded: { status: 400, type: 'invalid_request_error' },
+  /** The provider rejected the request as the client's fault; its (scrubbed) message is kept. */
+  upstream_invalid_request: { status: 400, type: 'invalid_request_error' },
+  missing_api_key: { status: 401, type: 'authentication_error' },
+  invalid_api_key: { status: 401, type: 'authentication_error' },
+  invalid_admin_key: { status: 401, type: 'authentication_error' },
+  insufficient_credits: { status: 402, type: 'insufficient_credits' },
+  route_not_found: { status: 404, type: 'not_found_error' },
+  model_not_found: { status: 404, type: 'not_found_error' },
+  file_not_found: { status: 404, type: 'not_found_error' },
+  generation_not_found: { status: 404, type: 'not_found_error' },
+  prediction_not_found: { status: 404, type: 'not_found_error' },
+  account_not_found: { status: 404, type: 'not_found_error' },
+  key_not_found: { status: 404, type: 'not_found_error' },
+  method_not_allowed: { status: 405, type: 'invalid_request_error' },
+  request_timeout: { status: 408, type: 'invalid_request_error' },
+  invalid_state: { status: 409, type: 'invalid_request_error' },
+  account_exists: { status: 409, type: 'invalid_request_error' },
+  payload_too_large: { status: 413, type: 'invalid_request_error' },
+  uri_too_long: { status: 414, type: 'invalid_request_error' },
+  unsupported_media_type: { status: 415, type: 'invalid_request_error' },
+  headers_too_large: { status: 431, type: 'invalid_request_error' },
+  rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
+  internal_error: { status: 500, type: 'server_error' },
+  upstream_error: { status: 502, type: 'upstream_error' },
+  no_available_provider: { status: 503, type: 'service_unavailable' },
+  shutting_down: { status: 503, type: 'service_unavailable' },
+  store_unavailable: { status: 503, type: 'service_unavailable' },
+  upstream_timeout: { status: 504, type: 'timeout_error' },
+} as const satisfies Record<string, { status: number; type: ErrorType }>
+
+export type ErrorCode = keyof typeof errorCatalogue
+
 export interface GatewayErrorOptions {
   param?: string | null
   /** Extra response headers (Retry-After, X-RateLimit-*). */
@@ -26,26 +70,50 @@ export interface GatewayErrorOptions {
 export class GatewayError extends Error {
   readonly status: number
   readonly type: ErrorType
-  readonly code: string
+  readonly code: ErrorCode
   readonly param: string | null
   readonly headers: Record<string, string>
   readonly retryable: boolean
 
-  constructor(
-    status: number,
-    type: ErrorType,
-    code: string,
-    message: string,
-    options: GatewayErrorOptions = {},
-  ) {
+  constructor(code: ErrorCode, message: string, options: GatewayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause })
     this.name = 'GatewayError'
-    this.status = status
-    this.type = type
+    const entry = errorCatalogue[code]
+    this.status = entry.status
+    this.type = entry.type
     this.code = code
     this.param = options.param ?? null
     this.headers = options.headers ?? {}
     this.retryable = options.retryable ?? false
+  }
+}
+
+/** The codes an upstream failure can have. */
+export type UpstreamErrorCode = Extract<
+  ErrorCode,
+  'upstream_error' | 'upstream_timeout' | 'rate_limit_exceeded' | 'upstream_invalid_request'
+>
+
+export interface UpstreamErrorOptions extends Omit<GatewayErrorOptions, 'param'> {
+  /** The configured provider that failed (`openai`, `anthropic`, …). */
+  provider: string
+  /** The upstream's HTTP status; null when no answer came (network error, timeout). */
+  upstreamStatus?: number | null
+}
+
+/**
+ * A failure of an upstream call, keeping the facts routing and metrics read: which provider, what
+ * status it answered, and whether another attempt or deployment may succeed.
+ */
+export class UpstreamError extends GatewayError {
+  readonly provider: string
+  readonly upstreamStatus: number | null
+
+  constructor(code: UpstreamErrorCode, message: string, options: UpstreamErrorOptions) {
+    super(code, message, options)
+    this.name = 'UpstreamError'
+    this.provider = options.provider
+    this.upstreamStatus = options.upstreamStatus ?? null
   }
 }
 
@@ -60,8 +128,19 @@ export function toErrorBody(e: GatewayError, requestId?: string): ErrorBody {
   return body
 }
 
-export const invalidRequest = (code: string, message: string, param: string | null = null): GatewayError =>
-  new GatewayError(400, 'invalid_request_error', code, message, { param })
+export const invalidRequest = (
+  code: Extract<
+    ErrorCode,
+    | 'invalid_value'
+    | 'missing_field'
+    | 'unsupported_parameter'
+    | 'invalid_json'
+    | 'invalid_request'
+    | 'too_deep'
+  >,
+  message: string,
+  param: string | null = null,
+): GatewayError => new GatewayError(code, message, { param })
 
 /** `['messages', 0, 'role']` → `messages[0].role` */
 export function formatPath(path: readonly PropertyKey[]): string | null {
@@ -86,8 +165,14 @@ export function fromZodError(err: ZodError): GatewayError {
   return invalidRequest(code, message, param)
 }
 
-function issueCode(issue: core.$ZodIssue): string {
-  if (issue.code === 'custom' && typeof issue.params?.code === 'string') return issue.params.code
+function issueCode(issue: core.$ZodIssue): Parameters<typeof invalidRequest>[0] {
+  const custom: unknown = issue.code === 'custom' ? issue.params?.code : undefined
+  if (
+    typeof custom === 'string' &&
+    custom in errorCatalogue &&
+    errorCatalogue[custom as ErrorCode].status === 400
+  )
+    return custom as Parameters<typeof invalidRequest>[0]
   if (issue.code === 'invalid_type' && issue.input === undefined) return 'missing_field'
   if (issue.code === 'unrecognized_keys') return 'unsupported_parameter'
   return 'invalid_value'
@@ -104,12 +189,14 @@ const fastifyCodes: Record<string, (e: FastifyLikeError) => GatewayError> = {
   FST_ERR_CTP_INVALID_JSON_BODY: () => invalidRequest('invalid_json', 'request body is not valid JSON'),
   FST_ERR_CTP_EMPTY_JSON_BODY: () =>
     invalidRequest('invalid_json', 'request body is empty but content-type is application/json'),
-  FST_ERR_CTP_BODY_TOO_LARGE: () =>
-    new GatewayError(413, 'invalid_request_error', 'payload_too_large', 'request body is too large'),
+  FST_ERR_CTP_BODY_TOO_LARGE: () => new GatewayError('payload_too_large', 'request body is too large'),
   FST_ERR_CTP_INVALID_MEDIA_TYPE: () =>
-    new GatewayError(415, 'invalid_request_error', 'unsupported_media_type', 'unsupported content type'),
+    new GatewayError('unsupported_media_type', 'unsupported content type'),
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: () =>
     invalidRequest('invalid_value', 'content-length does not match the body'),
+  FST_ERR_MAX_PARAM_LENGTH: () => new GatewayError('uri_too_long', 'a path parameter is too long'),
+  FST_ERR_BAD_URL: () => invalidRequest('invalid_request', 'the request URL is malformed'),
+  FST_ERR_ASYNC_CONSTRAINT: () => invalidRequest('invalid_request', 'the request cannot be routed'),
 }
 
 export function toGatewayError(err: unknown): GatewayError {
@@ -126,5 +213,5 @@ export function toGatewayError(err: unknown): GatewayError {
       return invalidRequest('invalid_request', e.message ?? 'invalid request')
     }
   }
-  return new GatewayError(500, 'server_error', 'internal_error', 'internal error', { cause: err })
+  return new GatewayError('internal_error', 'internal error', { cause: err })
 }

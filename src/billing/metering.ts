@@ -116,12 +116,7 @@ export function createMetering(deps: MeteringDeps): Metering {
       )
       if (!reservation) {
         await undoRates()
-        throw new GatewayError(
-          402,
-          'insufficient_credits',
-          'insufficient_credits',
-          'the account has no credits left',
-        )
+        throw new GatewayError('insufficient_credits', 'the account has no credits left')
       }
 
       let firstByteAt: number | undefined
@@ -253,13 +248,7 @@ function rateHeaders(d: RateDecision | undefined, t: number): Record<string, str
 function rateLimited(what: 'requests' | 'tokens', d: RateDecision, t: number): GatewayError {
   const headers = rateHeaders(d, t)
   headers['retry-after'] = String(Math.max(1, Math.ceil((d.resetAt - t) / 1000)))
-  return new GatewayError(
-    429,
-    'rate_limit_error',
-    'rate_limit_exceeded',
-    `rate limit of ${d.limit} ${what} per minute reached`,
-    {
-      headers,
-    },
-  )
+  return new GatewayError('rate_limit_exceeded', `rate limit of ${d.limit} ${what} per minute reached`, {
+    headers,
+  })
 }

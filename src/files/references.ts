@@ -54,8 +54,6 @@ export async function resolveFileReferences(
     total += file.bytes
     if (total > ctx.maxInlineBytes) {
       throw new GatewayError(
-        413,
-        'invalid_request_error',
         'payload_too_large',
         `${ref.param}: the files referenced in this request total more than ${ctx.maxInlineBytes} bytes, the most that can be sent with one request`,
         { param: ref.param },

@@ -1,5 +1,5 @@
 import { errors as undiciErrors, request, type Dispatcher } from 'undici'
-import { GatewayError } from '../errors.ts'
+import { GatewayError, UpstreamError } from '../errors.ts'
 import type { UpstreamCall } from './types.ts'
 
 // The one place adapters do HTTP. Timeouts: connect is set on the pool (deps.ts), first byte and
@@ -63,17 +63,13 @@ export async function readJson(call: UpstreamCall, body: UpstreamResponse['body'
   }
 }
 
-export function malformedUpstream(call: UpstreamCall, what: string, cause?: unknown): GatewayError {
-  return new GatewayError(
-    502,
-    'upstream_error',
-    'upstream_error',
-    `upstream ${call.upstream.name}: ${what}`,
-    {
-      retryable: true,
-      cause,
-    },
-  )
+export function malformedUpstream(call: UpstreamCall, what: string, cause?: unknown): UpstreamError {
+  return new UpstreamError('upstream_error', `upstream ${call.upstream.name}: ${what}`, {
+    provider: call.upstream.name,
+    upstreamStatus: 200,
+    retryable: true,
+    cause,
+  })
 }
 
 const timeoutCodes = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
@@ -94,23 +90,17 @@ export function fromNetworkError(err: unknown, call: UpstreamCall): unknown {
         : code === 'UND_ERR_HEADERS_TIMEOUT'
           ? 'first byte'
           : 'idle'
-    return new GatewayError(
-      504,
-      'timeout_error',
-      'upstream_timeout',
-      `upstream ${name} timed out (${phase})`,
-      {
-        retryable: true,
-        cause: err,
-      },
-    )
+    return new UpstreamError('upstream_timeout', `upstream ${name} timed out (${phase})`, {
+      provider: name,
+      retryable: true,
+      cause: err,
+    })
   }
-  return new GatewayError(
-    502,
-    'upstream_error',
+  return new UpstreamError(
     'upstream_error',
     `upstream ${name} connection failed (${code || 'network error'})`,
     {
+      provider: name,
       retryable: true,
       cause: err,
     },

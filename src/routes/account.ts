@@ -26,7 +26,7 @@ export const accountRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
     const record = await deps.store.generations.get(id)
     // Another account's record is as unknown as a missing one: never reveal that it exists.
     if (!record || record.accountId !== request.account.id) {
-      throw new GatewayError(404, 'not_found_error', 'generation_not_found', `generation ${id} not found`, {
+      throw new GatewayError('generation_not_found', `generation ${id} not found`, {
         param: 'id',
       })
     }

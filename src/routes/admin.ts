@@ -62,12 +62,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
     const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
     // Digests have equal length, so the comparison is constant-time whatever was sent.
     if (!m?.[1] || !timingSafeEqual(digest(m[1]), expected)) {
-      throw new GatewayError(
-        401,
-        'authentication_error',
-        'invalid_admin_key',
-        'a valid admin key is required',
-      )
+      throw new GatewayError('invalid_admin_key', 'a valid admin key is required')
     }
   })
 
@@ -97,7 +92,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
   }
   const mustGet = async (id: string): Promise<Account> => {
     const a = await store.accounts.get(id)
-    if (!a) throw new GatewayError(404, 'not_found_error', 'account_not_found', `account ${id} not found`)
+    if (!a) throw new GatewayError('account_not_found', `account ${id} not found`)
     return a
   }
 
@@ -115,15 +110,9 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
       },
     }
     if (!(await store.accounts.create(account))) {
-      throw new GatewayError(
-        409,
-        'invalid_request_error',
-        'account_exists',
-        `account ${account.id} already exists`,
-        {
-          param: 'id',
-        },
-      )
+      throw new GatewayError('account_exists', `account ${account.id} already exists`, {
+        param: 'id',
+      })
     }
     await store.ledger.open(account.id, usd(body.credits ?? 0))
     return reply.code(201).send(await accountView(account))
@@ -178,12 +167,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
     async (request) => {
       const account = await mustGet(request.params.id)
       if (!(await store.accounts.removeKey(account.id, request.params.keyId))) {
-        throw new GatewayError(
-          404,
-          'not_found_error',
-          'key_not_found',
-          `key ${request.params.keyId} not found`,
-        )
+        throw new GatewayError('key_not_found', `key ${request.params.keyId} not found`)
       }
       return { id: request.params.keyId, object: 'api_key', deleted: true }
     },

@@ -12,15 +12,9 @@ export const embeddingsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, 
     const { model, provider } = deps.router.resolve(req.model, 'embedding')
     const embed = provider.adapter.embed
     if (!embed) {
-      throw new GatewayError(
-        400,
-        'invalid_request_error',
-        'unsupported_parameter',
-        `provider ${provider.config.name} has no embeddings`,
-        {
-          param: 'model',
-        },
-      )
+      throw new GatewayError('unsupported_parameter', `provider ${provider.config.name} has no embeddings`, {
+        param: 'model',
+      })
     }
     const generationId = deps.ids.generation()
     const bound = embeddingTokenBound(req)

@@ -48,8 +48,6 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
   app.post('/v1/files', async (request) => {
     if (!request.isMultipart()) {
       throw new GatewayError(
-        415,
-        'invalid_request_error',
         'unsupported_media_type',
         'POST /v1/files takes multipart/form-data with the parts file and purpose',
       )
@@ -60,8 +58,6 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
       drainRequest(request)
       throw reservation.reason === 'files'
         ? new GatewayError(
-            400,
-            'invalid_request_error',
             'file_limit_exceeded',
             `this account already has ${quota.maxFiles} files, the most it may keep; delete some first`,
           )
@@ -73,8 +69,6 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
       maxFileBytes < config.files.maxFileBytes
         ? accountBytesExceeded(quota.maxBytes)
         : new GatewayError(
-            413,
-            'invalid_request_error',
             'payload_too_large',
             `the file is larger than ${config.files.maxFileBytes} bytes, the most one upload may have`,
             { param: 'file' },
@@ -208,18 +202,11 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
 }
 
 function fileNotFound(id: string): GatewayError {
-  return new GatewayError(
-    404,
-    'not_found_error',
-    'file_not_found',
-    `no file ${JSON.stringify(id.slice(0, 200))}`,
-  )
+  return new GatewayError('file_not_found', `no file ${JSON.stringify(id.slice(0, 200))}`)
 }
 
 function accountBytesExceeded(maxBytes: number): GatewayError {
   return new GatewayError(
-    413,
-    'invalid_request_error',
     'payload_too_large',
     `this upload would take the account's files over ${maxBytes} bytes, the most it may keep; delete some first`,
     { param: 'file' },
@@ -263,12 +250,7 @@ function toUploadError(err: unknown, tooLarge: () => GatewayError): GatewayError
     case 'FST_INVALID_JSON_FIELD_ERROR':
       return invalidRequest('invalid_value', 'a form field declared as application/json is not valid JSON')
     case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
-      return new GatewayError(
-        415,
-        'invalid_request_error',
-        'unsupported_media_type',
-        'expected multipart/form-data',
-      )
+      return new GatewayError('unsupported_media_type', 'expected multipart/form-data')
     case 'FST_MP_PREMATURE_CLOSE':
       return invalidRequest('invalid_value', 'the request ended before the multipart body was complete')
   }

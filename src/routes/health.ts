@@ -11,13 +11,7 @@ export const healthRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { de
     try {
       await deps.store.ping()
     } catch (err) {
-      throw new GatewayError(
-        503,
-        'service_unavailable',
-        'store_unavailable',
-        'the state store is unreachable',
-        { cause: err },
-      )
+      throw new GatewayError('store_unavailable', 'the state store is unreachable', { cause: err })
     }
     return { status: 'ready' }
   })

@@ -19,20 +19,12 @@ export function createRouter(config: Config, registry: ProviderRegistry): Router
     resolve(slug, type) {
       const model = bySlug.get(slug)
       if (!model) {
-        throw new GatewayError(
-          404,
-          'not_found_error',
-          'model_not_found',
-          `model ${JSON.stringify(slug)} does not exist`,
-          {
-            param: 'model',
-          },
-        )
+        throw new GatewayError('model_not_found', `model ${JSON.stringify(slug)} does not exist`, {
+          param: 'model',
+        })
       }
       if (model.type !== type) {
         throw new GatewayError(
-          400,
-          'invalid_request_error',
           'invalid_value',
           `model ${slug} is a ${model.type} model, not a ${type} model`,
           {
@@ -42,12 +34,7 @@ export function createRouter(config: Config, registry: ProviderRegistry): Router
       }
       const provider = registry.get(model.provider)
       if (!provider) {
-        throw new GatewayError(
-          503,
-          'service_unavailable',
-          'no_available_provider',
-          `no provider is configured for ${slug}`,
-        )
+        throw new GatewayError('no_available_provider', `no provider is configured for ${slug}`)
       }
       return { model, provider }
     },

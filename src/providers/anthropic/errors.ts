@@ -31,17 +31,17 @@ export function fromAnthropicError(
   const { type, message } = parseBody(body)
   if (status === 429 || type === 'rate_limit_error') return rateLimited(provider, retryAfter)
   if (status === 529 || type === 'overloaded_error')
-    return upstreamFault(provider, `is overloaded (${status})`)
+    return upstreamFault(provider, `is overloaded (${status})`, status)
   if (status === 401 || status === 403) return credentialsRefused(provider, status)
   if (isClientError(status)) {
     return upstreamRejected(provider, status, message ? scrubSecrets(message, secrets) : undefined)
   }
-  return upstreamFault(provider, `failed (${status})`)
+  return upstreamFault(provider, `failed (${status})`, status)
 }
 
 /** An `error` event inside a stream that had already started (HTTP status 200). */
 export function fromAnthropicStreamError(provider: string, event: unknown): GatewayError {
   const { type } = parseBody(event)
   const what = type === 'overloaded_error' ? 'is overloaded' : `failed mid-stream (${type ?? 'error'})`
-  return upstreamFault(provider, what, event)
+  return upstreamFault(provider, what, 200, event)
 }

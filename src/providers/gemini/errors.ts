@@ -1,4 +1,4 @@
-import { GatewayError } from '../../errors.ts'
+import { UpstreamError, type GatewayError } from '../../errors.ts'
 import { scrubSecrets } from '../http.ts'
 import {
   credentialsRefused,
@@ -58,24 +58,20 @@ export function fromGeminiError(
     return credentialsRefused(provider, status)
   }
   if (status === 504) {
-    return new GatewayError(
-      504,
-      'timeout_error',
-      'upstream_timeout',
-      `upstream ${provider} timed out (504)`,
-      {
-        retryable: true,
-      },
-    )
+    return new UpstreamError('upstream_timeout', `upstream ${provider} timed out (504)`, {
+      provider,
+      upstreamStatus: 504,
+      retryable: true,
+    })
   }
   if (isClientError(status)) {
     return upstreamRejected(provider, status, e.message ? scrubSecrets(e.message, secrets) : undefined)
   }
-  return upstreamFault(provider, `${status === 503 ? 'is overloaded' : 'failed'} (${status})`)
+  return upstreamFault(provider, `${status === 503 ? 'is overloaded' : 'failed'} (${status})`, status)
 }
 
 /** An error object inside a stream that had already started (HTTP status 200). */
 export function fromGeminiStreamError(provider: string, event: unknown): GatewayError {
   const { status } = parseBody(event)
-  return upstreamFault(provider, `failed mid-stream (${status ?? 'error'})`, event)
+  return upstreamFault(provider, `failed mid-stream (${status ?? 'error'})`, 200, event)
 }

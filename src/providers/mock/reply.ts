@@ -120,8 +120,6 @@ function forcedTool(req: ChatRequest): FunctionTool | undefined {
     const tool = tools.find((t) => t.function.name === choice.function.name)
     if (tool === undefined) {
       throw new GatewayError(
-        400,
-        'invalid_request_error',
         'invalid_value',
         `tool_choice names function '${choice.function.name}', which is not in tools`,
         { param: 'tool_choice' },
@@ -354,8 +352,6 @@ function embeddingDimensions(dimensions: unknown): number {
     dimensions > MAX_EMBEDDING_DIMENSIONS
   ) {
     throw new GatewayError(
-      400,
-      'invalid_request_error',
       'invalid_value',
       `dimensions must be an integer from 1 to ${MAX_EMBEDDING_DIMENSIONS}`,
       { param: 'dimensions' },

@@ -48,7 +48,7 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
         res.body,
         (json) => {
           if (isOpenAIStreamError(json)) {
-            throw upstreamFault(call.upstream.name, 'failed mid-stream', json)
+            throw upstreamFault(call.upstream.name, 'failed mid-stream', 200, json)
           }
           const chunk = parseOpenAIChunk(json)
           if (!chunk) throw malformedUpstream(call, 'stream event is not a chat completion chunk')

@@ -33,5 +33,5 @@ export function fromOpenAIError(
   if (status === 429) return rateLimited(provider, retryAfter)
   if (status === 401 || status === 403) return credentialsRefused(provider, status)
   if (isClientError(status)) return upstreamRejected(provider, status, message)
-  return upstreamFault(provider, `failed (${status})`)
+  return upstreamFault(provider, `failed (${status})`, status)
 }

@@ -1,4 +1,4 @@
-import { GatewayError } from '../../errors.ts'
+import { UpstreamError } from '../../errors.ts'
 
 // The GatewayErrors every protocol's errors.ts maps upstream failures to. Which upstream answer
 // becomes which, and in what order the checks run, stays in the protocol's own errors.ts.
@@ -26,30 +26,24 @@ export function rateLimited(
   provider: string,
   retryAfter: string | undefined,
   fallback?: string,
-): GatewayError {
+): UpstreamError {
   const headers: Record<string, string> = {}
   const after = retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : fallback
   if (after) headers['retry-after'] = after
-  return new GatewayError(
-    429,
-    'rate_limit_error',
-    'rate_limit_exceeded',
-    `upstream ${provider} is rate limiting (429)`,
-    {
-      headers,
-      retryable: true,
-    },
-  )
+  return new UpstreamError('rate_limit_exceeded', `upstream ${provider} is rate limiting (429)`, {
+    provider,
+    upstreamStatus: 429,
+    headers,
+    retryable: true,
+  })
 }
 
 /** The upstream refused the gateway's key: the gateway's problem (502), never the client's. */
-export function credentialsRefused(provider: string, status: number): GatewayError {
-  return new GatewayError(
-    502,
-    'upstream_error',
+export function credentialsRefused(provider: string, status: number): UpstreamError {
+  return new UpstreamError(
     'upstream_error',
     `upstream ${provider} refused the gateway's credentials (${status})`,
-    { retryable: true },
+    { provider, upstreamStatus: status, retryable: true },
   )
 }
 
@@ -58,18 +52,27 @@ export function upstreamRejected(
   provider: string,
   status: number,
   message: string | undefined,
-): GatewayError {
-  return new GatewayError(
-    400,
-    'invalid_request_error',
+): UpstreamError {
+  return new UpstreamError(
     'upstream_invalid_request',
     message ? `upstream ${provider}: ${message}` : `upstream ${provider} rejected the request (${status})`,
+    { provider, upstreamStatus: status },
   )
 }
 
-/** The upstream's fault (502, retryable elsewhere): `upstream <provider> <what>`. */
-export function upstreamFault(provider: string, what: string, cause?: unknown): GatewayError {
-  return new GatewayError(502, 'upstream_error', 'upstream_error', `upstream ${provider} ${what}`, {
+/**
+ * The upstream's fault (502, retryable elsewhere): `upstream <provider> <what>`. `status` is the
+ * HTTP status it answered, 200 for a failure inside a stream that had started.
+ */
+export function upstreamFault(
+  provider: string,
+  what: string,
+  status: number,
+  cause?: unknown,
+): UpstreamError {
+  return new UpstreamError('upstream_error', `upstream ${provider} ${what}`, {
+    provider,
+    upstreamStatus: status,
     retryable: true,
     cause,
   })
