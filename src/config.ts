@@ -4,30 +4,34 @@ import { z } from 'zod'
 import { discountRateSchema as rate } from './schemas/billing.ts'
 import { formatPath } from './errors.ts'
 import type { ProviderKind, UpstreamConfig } from './providers/types.ts'
-import { builtinProviders, builtinModels, type BuiltinProvider } from './providers/catalogue.ts'
-import { builtinPrices } from './billing/price-list.ts'
-import { compilePrice, type CompiledPrice, type PriceTable } from './billing/prices.ts'
+import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
+import { compilePrice, type PriceTable } from './billing/prices.ts'
 import { toPpm, usd, type Money } from './billing/money.ts'
 import type { RateLimits } from './store/types.ts'
 
 // The only reader of process.env. Everything else receives a Config.
 
 export type ModelType = 'chat' | 'embedding' | 'image' | 'video' | 'speech'
+/** The model types the gateway serves today; the others are refused at start until predictions land. */
+export const SERVED_MODEL_TYPES = ['chat', 'embedding'] as const
 
-export interface ModelConfig {
-  slug: string
+/** One provider serving a model, as the config file names it (prices are merged in the model table). */
+export interface DeploymentConfig {
   provider: string
   upstreamModel: string
+  /** Replaces the price list's table for this deployment. */
+  pricing?: PriceTable
+  /** Share of round-robin traffic (routing); 1 unless configured. */
+  weight: number
+}
+
+/** A model of the config file, validated; the model table (routing/model-table.ts) merges it with the catalogue. */
+export interface ModelConfig {
+  slug: string
   type: ModelType
   /** Most output tokens one answer can have: the reservation's bound when the client sets none. */
   maxOutputTokens?: number
-}
-
-/** A model as the gateway serves it: its config plus its resolved price. */
-export interface ResolvedModel extends ModelConfig {
-  price: CompiledPrice
-  /** False when neither the catalogue nor the config gives a price (it is then billed at 0). */
-  priced: boolean
+  deployments: DeploymentConfig[]
 }
 
 export interface AccountKeyConfig {
@@ -70,7 +74,8 @@ export interface Config {
   /** Admin API key (GATEWAY_ADMIN_KEY); the admin API is off without one. */
   adminKey?: string
   providers: Record<string, UpstreamConfig & { maxConnections: number }>
-  models: ResolvedModel[]
+  /** The config file's models only; the built-in catalogue is merged in by the model table. */
+  models: ModelConfig[]
   accounts: AccountConfig[]
   /** True when the built-in development account (key `sk-dev`) was added. */
   devAccount: boolean
@@ -138,6 +143,15 @@ const priceSchema = z
     }
   })
 
+const deploymentSchema = z
+  .object({
+    provider: z.string().min(1),
+    upstreamModel: z.string().min(1).optional(),
+    pricing: priceSchema.optional(),
+    weight: z.number().int().min(1).max(1000).default(1),
+  })
+  .strict()
+
 const modelSchema = z
   .object({
     slug: z.string().regex(/^[^/\s]+\/\S+$/, 'must have the form provider/model_name'),
@@ -147,8 +161,26 @@ const modelSchema = z
     /** Replaces the catalogue's price table for this slug. */
     pricing: priceSchema.optional(),
     maxOutputTokens: z.number().int().positive().optional(),
+    /** Several providers serving the slug, in priority order (instead of provider/upstreamModel/pricing). */
+    deployments: z.array(deploymentSchema).min(1).max(32).optional(),
   })
   .strict()
+  .superRefine((m, ctx) => {
+    if (!(SERVED_MODEL_TYPES as readonly string[]).includes(m.type)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['type'],
+        message: `${m.type} models are not served yet (asynchronous predictions are not implemented); remove the model or use chat or embedding`,
+      })
+    }
+    if (m.deployments && (m.provider !== undefined || m.upstreamModel !== undefined || m.pricing)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['deployments'],
+        message: 'give either deployments or provider/upstreamModel/pricing, not both',
+      })
+    }
+  })
 
 const rateLimitsSchema = z
   .object({
@@ -387,28 +419,26 @@ function resolveProviders(
   return out
 }
 
-function resolveModels(file: FileConfig, providers: Config['providers']): ResolvedModel[] {
-  const bySlug = new Map<string, ModelConfig & { pricing?: PriceTable }>()
-  for (const m of builtinModels) {
-    if (providers[m.provider]) bySlug.set(m.slug, { ...m })
-  }
-  file.models.forEach((m, i) => {
+/** The file's models, each as a list of deployments whose providers exist and are enabled. */
+function resolveModels(file: FileConfig, providers: Config['providers']): ModelConfig[] {
+  return file.models.map((m, i) => {
     const slash = m.slug.indexOf('/')
-    const provider = m.provider ?? m.slug.slice(0, slash)
-    if (!providers[provider]) {
-      throw new ConfigError(`models[${i}].provider: unknown or disabled provider "${provider}"`)
-    }
-    bySlug.set(m.slug, {
-      slug: m.slug,
-      provider,
-      upstreamModel: m.upstreamModel ?? m.slug.slice(slash + 1),
-      type: m.type,
-      maxOutputTokens: m.maxOutputTokens,
-      pricing: m.pricing,
+    const deployments: DeploymentConfig[] = (
+      m.deployments ?? [
+        {
+          provider: m.provider ?? m.slug.slice(0, slash),
+          upstreamModel: m.upstreamModel,
+          pricing: m.pricing,
+          weight: 1,
+        },
+      ]
+    ).map((d) => ({ ...d, upstreamModel: d.upstreamModel ?? m.slug.slice(slash + 1) }))
+    deployments.forEach((d, j) => {
+      if (!providers[d.provider]) {
+        const path = m.deployments ? `models[${i}].deployments[${j}].provider` : `models[${i}].provider`
+        throw new ConfigError(`${path}: unknown or disabled provider "${d.provider}"`)
+      }
     })
-  })
-  return [...bySlug.values()].map(({ pricing, ...m }) => {
-    const table = pricing ?? builtinPrices[m.slug]
-    return { ...m, price: compilePrice(table ?? {}), priced: table !== undefined }
+    return { slug: m.slug, type: m.type, maxOutputTokens: m.maxOutputTokens, deployments }
   })
 }

@@ -3,10 +3,11 @@ import type { Config } from './config.ts'
 import { ids as defaultIds, type Ids } from './ids.ts'
 import { createLogger } from './logger.ts'
 import { createProviderRegistry, type ProviderRegistry } from './providers/registry.ts'
+import { buildModelTable, type ModelTable } from './routing/model-table.ts'
 import { createRouter, type Router } from './routing/router.ts'
 import { createLocalFileStorage } from './files/local-storage.ts'
 import type { FileStorage } from './files/storage.ts'
-import { createMetering, type Metering } from './billing/metering.ts'
+import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
 import { countTokens, type TokenCounter } from './billing/tokens.ts'
 import { createMemoryStore } from './store/memory.ts'
 import type { Store } from './store/types.ts'
@@ -21,10 +22,13 @@ export interface Deps {
   log: PinoLogger
   store: Store
   providers: ProviderRegistry
+  models: ModelTable
   router: Router
   /** Bytes of uploaded files; their metadata is in store.files. */
   fileStorage: FileStorage
-  metering: Metering
+  /** Counts tokens for usage estimates. */
+  countTokens: TokenCounter
+  stats: MeteringStats
   now: () => number
   ids: Ids
   lifecycle: Lifecycle
@@ -73,25 +77,28 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   const store = overrides.store ?? createMemoryStore()
   await seedAccounts(config, store, now())
   const providers = createProviderRegistry(config, { now })
-  const router = createRouter(config, providers)
-  const metering = createMetering({
-    store,
-    config,
-    now,
-    log,
-    countTokens: overrides.countTokens ?? countTokens,
-  })
-  for (const m of config.models) {
-    if (!m.priced) log.warn({ model: m.slug }, 'model has no price: its generations are billed at 0')
+  const models = buildModelTable(config)
+  const router = createRouter(models, providers)
+  for (const m of models.list()) {
+    for (const d of m.deployments) {
+      if (!d.priced) {
+        log.warn(
+          { model: m.slug, deployment: d.id },
+          'deployment has no price: its generations are billed at 0',
+        )
+      }
+    }
   }
   return {
     config,
     log,
     store,
     providers,
+    models,
     router,
     fileStorage: overrides.fileStorage ?? createLocalFileStorage(config.files.dir, { now }),
-    metering,
+    countTokens: overrides.countTokens ?? countTokens,
+    stats: createMeteringStats(),
     now,
     ids: overrides.ids ?? defaultIds,
     lifecycle: { draining: false },

@@ -1,4 +1,6 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
+import { toErrorBody, toGatewayError } from './errors.ts'
+import type { Logger } from './logger.ts'
 
 // The only SSE framing code: upstream bytes → events, and Junction's chunks → bytes.
 
@@ -37,4 +39,36 @@ export const SSE_KEEP_ALIVE = ': keep-alive\n\n'
 
 export function sseData(value: unknown): string {
   return `data: ${JSON.stringify(value)}\n\n`
+}
+
+export interface WriteSseOptions {
+  /** The client's signal: once it fired, nothing more is written (nobody is listening). */
+  signal: AbortSignal
+  requestId: string
+  log: Logger
+}
+
+/**
+ * Junction's events → SSE text, as they arrive: `data: <json>\n\n` per event, then `data: [DONE]\n\n`.
+ * A failure of the source after the stream started is sent as one `data: {"error": …}` event in the
+ * envelope, and the stream ends without [DONE]. Leaving early (the client went away) returns the
+ * source, so its own cleanup runs.
+ */
+export async function* writeSse(events: AsyncIterable<unknown>, o: WriteSseOptions): AsyncGenerator<string> {
+  let sent = 0
+  try {
+    for await (const event of events) {
+      yield sseData(event)
+      // The response socket is corked until the next tick; when the upstream's data is already
+      // buffered, the promise chain would translate every buffered chunk before that tick comes.
+      // One turn of the event loop after the first event puts it on the wire at once.
+      if (++sent === 1) await new Promise((resolve) => setImmediate(resolve))
+    }
+    yield SSE_DONE
+  } catch (err) {
+    if (o.signal.aborted) return
+    const e = toGatewayError(err)
+    o.log.warn({ err, status: e.status, code: e.code }, 'stream failed after it started')
+    yield sseData(toErrorBody(e, o.requestId))
+  }
 }

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino'
-import type { Config, ResolvedModel } from '../config.ts'
+import type { Config } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import type { Usage } from '../providers/types.ts'
+import type { Deployment, ServedModel } from '../routing/model-table.ts'
 import type {
   Account,
   CostSource,
@@ -9,210 +10,237 @@ import type {
   GenerationUsage,
   RateDecision,
   Reservation,
+  ReservationRef,
   Store,
 } from '../store/types.ts'
 import { applyPpm, type Money } from './money.ts'
-import { priceChatUsage, priceEmbeddingUsage } from './prices.ts'
-import type { TokenCounter } from './tokens.ts'
+import { priceUsage, type BillableUsage } from './prices.ts'
 
-// Admission (rate limits, credit reservation) before a request reaches an upstream, and exactly one
-// priced generation record plus the ledger settlement when it ends.
+// Metering in three separate steps, each usable on its own:
+// - admission (`admit`): rate limits, then a credit reservation, before anything reaches an upstream;
+// - pricing (`priceUsage` in prices.ts, `buildRecord` here): pure functions of plain data;
+// - settlement (`settle`/`release`): plain data and a reservation id, so whoever ends the work (the
+//   request itself, a task poller, another process) can settle it.
+
+export const RATE_WINDOW_MS = 60_000
 
 export interface MeteringDeps {
   store: Store
   config: Config
-  now: () => number
   log: Logger
-  countTokens: TokenCounter
+  /** Failures of settlement, for metrics and alerts. */
+  stats: MeteringStats
 }
 
-export interface BeginOptions {
+export interface MeteringStats {
+  /** Settlements that failed after every retry: a charge that was logged but not written. */
+  settleFailures: number
+  /** Settlement attempts that failed and were retried. */
+  settleRetries: number
+}
+
+export function createMeteringStats(): MeteringStats {
+  return { settleFailures: 0, settleRetries: 0 }
+}
+
+export interface AdmitRequest {
   account: Account
-  model: ResolvedModel
-  /** The route the request came in on, e.g. `/v1/chat/completions`. */
-  api: string
+  slug: string
   generationId: string
-  streamed: boolean
-  /** Upper bound of the prompt tokens (bytes of the prompt). */
-  promptTokenBound: number
-  /** Upper bound of the output tokens (0 for embeddings). */
-  outputTokenBound: number
+  /** Upper bound of the request's upstream cost before discount (see `costBound`). */
+  costBound: Money
   /** What the tokens-per-minute limit counts before the answer is known. */
   tokenEstimate: number
+  /** How long the reservation holds without renewal. */
+  ttlMs: number
+  now: number
 }
 
-export interface EstimateInput {
-  prompt: string
-  completion: string
-}
-
-export interface Outcome {
-  /** Usage as the upstream reported it; absent when it reported none (cut stream, cancelled). */
-  usage?: Usage
-  /** The upstream produced output (an answer, or at least one chunk). */
-  produced: boolean
-  /** The client went away before the answer ended. */
-  cancelled: boolean
-  finishReason: string | null
-  /** Texts to count when the usage has to be estimated; called only then. */
-  estimate: () => EstimateInput
-}
-
-export interface Metered {
+export interface Admission {
+  reservation: Reservation
+  discountPpm: number
+  tokenEstimate: number
   /** X-RateLimit-* headers for the answer. */
   headers: Record<string, string>
-  /** Marks the first byte from the upstream; later calls are ignored. */
-  firstByte(): void
-  /** Records and settles once (later calls return the first result). Never throws. */
-  finish(outcome: Outcome): Promise<GenerationRecord | null>
 }
 
-export interface Metering {
-  /** Throws 429 (rate limit) or 402 (no credits left) before anything is sent upstream. */
-  begin(options: BeginOptions): Promise<Metered>
+const tpmKey = (accountId: string) => `tpm:${accountId}`
+const rpmKey = (accountId: string) => `rpm:${accountId}`
+
+/** The account's discount on this model: a per-model discount wins over the account's own. */
+export function discountFor(account: Account, slug: string): number {
+  return account.modelDiscountsPpm[slug] ?? account.discountPpm
 }
 
-const MINUTE = 60_000
-
-export function createMetering(deps: MeteringDeps): Metering {
-  const { store, config, now, log } = deps
-
-  async function checkRate(key: string, amount: number, limit: number | undefined, t: number) {
-    if (limit === undefined) return undefined
-    return store.rateLimits.consume(key, amount, limit, MINUTE, t)
+/**
+ * Throws 429 (a per-minute limit) or 402 (no credits left); otherwise holds the discounted cost bound.
+ * Both limits are checked in one all-or-nothing step. A request refused with 402 has passed the rate
+ * limits and still counts in them: it was a request, and undoing it would cost another round trip.
+ */
+export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admission> {
+  const { store, config } = deps
+  const defaults = config.limits.defaultRateLimits
+  const rpmLimit = r.account.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute
+  const tpmLimit = r.account.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute
+  const checks = []
+  if (rpmLimit !== undefined) checks.push({ key: rpmKey(r.account.id), amount: 1, limit: rpmLimit })
+  if (tpmLimit !== undefined)
+    checks.push({ key: tpmKey(r.account.id), amount: r.tokenEstimate, limit: tpmLimit })
+  let headers: Record<string, string> = {}
+  if (checks.length > 0) {
+    const { allowed, decisions } = await store.rateLimits.consume(checks, RATE_WINDOW_MS, r.now)
+    if (!allowed) {
+      const i = decisions.findIndex((d) => !d.allowed)
+      const refused = decisions[i] ?? (decisions[0] as RateDecision)
+      throw rateLimited(checks[i]?.key.startsWith('rpm:') ? 'requests' : 'tokens', refused, r.now)
+    }
+    headers = rateHeaders(decisions[0] as RateDecision, r.now)
   }
+  const discountPpm = discountFor(r.account, r.slug)
+  const reservation = await store.ledger.reserve(
+    r.account.id,
+    r.generationId,
+    r.costBound - applyPpm(r.costBound, discountPpm),
+    r.now,
+    r.ttlMs,
+  )
+  if (!reservation) throw new GatewayError('insufficient_credits', 'the account has no credits left')
+  return { reservation, discountPpm, tokenEstimate: r.tokenEstimate, headers }
+}
 
+/**
+ * The most a chat or embeddings request can cost before discount, whichever deployment answers:
+ * every prompt and output token at that deployment's dearest price, the dearest deployment.
+ */
+export function costBound(model: ServedModel, promptTokens: number, outputTokens: number): Money {
+  let bound = 0n
+  for (const d of model.deployments) {
+    const p = d.price
+    const b =
+      model.type === 'embedding'
+        ? BigInt(promptTokens) * p.embedding
+        : BigInt(promptTokens) * max(p.prompt, p.cacheWrite, p.cachedPrompt, p.audioPrompt) +
+          BigInt(outputTokens) * max(p.completion, p.reasoning, p.audioCompletion)
+    if (b > bound) bound = b
+  }
+  return bound
+}
+
+const max = (...v: bigint[]): bigint => v.reduce((a, b) => (b > a ? b : a))
+
+export interface RecordInput {
+  generationId: string
+  accountId: string
+  api: string
+  slug: string
+  deployment: Deployment
+  startedAt: number
+  endedAt: number
+  firstByteAt: number | undefined
+  streamed: boolean
+  finishReason: string | null
+  cancelled: boolean
+  costSource: CostSource
+  usage: GenerationUsage
+  billable: BillableUsage
+  discountPpm: number
+}
+
+/** The generation record of a finished request, priced at the deployment that answered. Pure. */
+export function buildRecord(i: RecordInput): GenerationRecord {
+  const upstreamCost = priceUsage(i.billable, i.deployment.price)
+  const discount = applyPpm(upstreamCost, i.discountPpm)
   return {
-    async begin(o) {
-      const start = now()
-      // An account's own limit wins; one it does not set falls back to the default.
-      const defaults = config.limits.defaultRateLimits
-      const limits = {
-        requestsPerMinute: o.account.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute,
-        tokensPerMinute: o.account.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute,
-      }
-      const rpmKey = `rpm:${o.account.id}`
-      const tpmKey = `tpm:${o.account.id}`
-      const rpm = await checkRate(rpmKey, 1, limits.requestsPerMinute, start)
-      if (rpm && !rpm.allowed) throw rateLimited('requests', rpm, start)
-      const tpm = await checkRate(tpmKey, o.tokenEstimate, limits.tokensPerMinute, start)
-      if (tpm && !tpm.allowed) {
-        if (rpm) await store.rateLimits.adjust(rpmKey, -1, MINUTE, start)
-        throw rateLimited('tokens', tpm, start)
-      }
-      const undoRates = async (): Promise<void> => {
-        if (rpm) await store.rateLimits.adjust(rpmKey, -1, MINUTE, start)
-        if (tpm) await store.rateLimits.adjust(tpmKey, -o.tokenEstimate, MINUTE, start)
-      }
-
-      const discountPpm = o.account.modelDiscountsPpm[o.model.slug] ?? o.account.discountPpm
-      const upper = upperBound(o)
-      const reservation = await store.ledger.reserve(
-        o.account.id,
-        o.generationId,
-        upper - applyPpm(upper, discountPpm),
-        start,
-        config.limits.reservationTtlMs,
-      )
-      if (!reservation) {
-        await undoRates()
-        throw new GatewayError('insufficient_credits', 'the account has no credits left')
-      }
-
-      let firstByteAt: number | undefined
-      let finished: Promise<GenerationRecord | null> | undefined
-      return {
-        headers: rateHeaders(rpm ?? tpm, start),
-        firstByte() {
-          firstByteAt ??= now()
-        },
-        finish(outcome) {
-          finished ??= settle(outcome, reservation, start, firstByteAt, discountPpm, o).catch(
-            (err: unknown) => {
-              log.error({ err, generationId: o.generationId }, 'could not record or settle a generation')
-              return null
-            },
-          )
-          return finished
-        },
-      }
-    },
-  }
-
-  async function settle(
-    outcome: Outcome,
-    reservation: Reservation,
-    start: number,
-    firstByteAt: number | undefined,
-    discountPpm: number,
-    o: BeginOptions,
-  ): Promise<GenerationRecord | null> {
-    const end = now()
-    const tpmKey = `tpm:${o.account.id}`
-    if (!outcome.produced && !outcome.cancelled) {
-      // Nothing was produced (the upstream failed first): nothing to bill or record.
-      await store.ledger.release(reservation)
-      await store.rateLimits.adjust(tpmKey, -o.tokenEstimate, MINUTE, end)
-      return null
-    }
-    let costSource: CostSource = 'upstream'
-    let usage: GenerationUsage
-    if (outcome.usage && outcome.usage.prompt_tokens + outcome.usage.completion_tokens > 0) {
-      usage = normalizeUsage(outcome.usage)
-    } else {
-      costSource = 'estimate'
-      const texts = outcome.estimate()
-      const prompt = await deps.countTokens(texts.prompt)
-      const completion = texts.completion === '' ? 0 : await deps.countTokens(texts.completion)
-      usage = normalizeUsage({
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-        total_tokens: prompt + completion,
-      })
-    }
-    const upstreamCost: Money =
-      o.model.type === 'embedding'
-        ? priceEmbeddingUsage(usage, o.model.price)
-        : priceChatUsage(usage, o.model.price)
-    const discount = applyPpm(upstreamCost, discountPpm)
-    const record: GenerationRecord = {
-      generationId: o.generationId,
-      accountId: o.account.id,
-      api: o.api,
-      model: o.model.slug,
-      provider: o.model.provider,
-      createdAt: start,
-      generationTimeMs: end - start,
-      latencyMs: (firstByteAt ?? end) - start,
-      streamed: o.streamed,
-      finishReason: outcome.finishReason,
-      cancelled: outcome.cancelled,
-      costSource,
-      usage,
-      upstreamCost,
-      discountPpm,
-      discount,
-      cost: upstreamCost - discount,
-    }
-    // Money first: a crash between the two loses a record, never a charge.
-    await store.ledger.settle(reservation, record.cost)
-    await store.generations.put(record)
-    await store.rateLimits.adjust(tpmKey, usage.total_tokens - o.tokenEstimate, MINUTE, end)
-    return record
+    generationId: i.generationId,
+    accountId: i.accountId,
+    api: i.api,
+    model: i.slug,
+    provider: i.deployment.provider,
+    createdAt: i.startedAt,
+    generationTimeMs: i.endedAt - i.startedAt,
+    latencyMs: (i.firstByteAt ?? i.endedAt) - i.startedAt,
+    streamed: i.streamed,
+    finishReason: i.finishReason,
+    cancelled: i.cancelled,
+    costSource: i.costSource,
+    usage: i.usage,
+    upstreamCost,
+    discountPpm: i.discountPpm,
+    discount,
+    cost: upstreamCost - discount,
   }
 }
 
-/** The most the request can cost before discount: every prompt and output token at its dearest price. */
-function upperBound(o: BeginOptions): Money {
-  const p = o.model.price
-  if (o.model.type === 'embedding') return BigInt(o.promptTokenBound) * p.embedding
-  const maxIn = [p.prompt, p.cacheWrite, p.cachedPrompt, p.audioPrompt].reduce((a, b) => (b > a ? b : a))
-  const maxOut = [p.completion, p.reasoning, p.audioCompletion].reduce((a, b) => (b > a ? b : a))
-  return BigInt(o.promptTokenBound) * maxIn + BigInt(o.outputTokenBound) * maxOut
+export interface Settlement {
+  reservation: ReservationRef
+  record: GenerationRecord
+  /** The token estimate admission counted, corrected to the actual total here. */
+  tokenEstimate: number
+  now: number
+}
+
+const SETTLE_ATTEMPTS = 4
+
+/**
+ * Charges the record's cost and stores the record in one store step (idempotent per generation id),
+ * retrying a failing store; never throws. A settlement that still fails is logged at error level with
+ * the whole record (enough to replay it by hand) and counted: a charge is never skipped silently.
+ */
+export async function settle(deps: MeteringDeps, s: Settlement): Promise<boolean> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await deps.store.ledger.settle(s.reservation, s.record)
+      break
+    } catch (err) {
+      if (attempt >= SETTLE_ATTEMPTS) {
+        deps.stats.settleFailures++
+        deps.log.error(
+          { err, generationId: s.record.generationId, record: recordForLog(s.record) },
+          'UNSETTLED GENERATION: could not charge and record it; replay this record',
+        )
+        return false
+      }
+      deps.stats.settleRetries++
+      deps.log.warn({ err, generationId: s.record.generationId, attempt }, 'settlement failed; retrying')
+      await new Promise((resolve) => setTimeout(resolve, 50 * 4 ** (attempt - 1)))
+    }
+  }
+  await adjustTokens(deps, s.record.accountId, s.record.usage.total_tokens - s.tokenEstimate, s.now)
+  return true
+}
+
+/** Nothing was produced: frees the reservation and takes the token estimate back. Never throws. */
+export async function release(
+  deps: MeteringDeps,
+  reservation: ReservationRef,
+  tokenEstimate: number,
+  now: number,
+): Promise<void> {
+  try {
+    await deps.store.ledger.release(reservation)
+  } catch (err) {
+    // The reservation then expires by its TTL.
+    deps.log.warn({ err, reservation: reservation.id }, 'could not release a reservation')
+  }
+  await adjustTokens(deps, reservation.accountId, -tokenEstimate, now)
+}
+
+async function adjustTokens(deps: MeteringDeps, accountId: string, delta: number, now: number) {
+  if (delta === 0) return
+  try {
+    await deps.store.rateLimits.adjust(tpmKey(accountId), delta, RATE_WINDOW_MS, now)
+  } catch (err) {
+    deps.log.warn({ err, accountId }, 'could not correct the tokens-per-minute count')
+  }
+}
+
+function recordForLog(r: GenerationRecord) {
+  return { ...r, upstreamCost: String(r.upstreamCost), discount: String(r.discount), cost: String(r.cost) }
 }
 
 const int = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0)
 
+/** An upstream usage as the record keeps it: every field present, non-negative integers. */
 export function normalizeUsage(u: Usage): GenerationUsage {
   const pd = u.prompt_tokens_details ?? {}
   const cd = u.completion_tokens_details ?? {}
@@ -236,8 +264,12 @@ export function normalizeUsage(u: Usage): GenerationUsage {
   }
 }
 
-function rateHeaders(d: RateDecision | undefined, t: number): Record<string, string> {
-  if (!d) return {}
+/** True when the upstream reported a usage worth billing (some tokens either way). */
+export function hasUsage(u: Usage | undefined): u is Usage {
+  return u !== undefined && int(u.prompt_tokens) + int(u.completion_tokens) > 0
+}
+
+function rateHeaders(d: RateDecision, t: number): Record<string, string> {
   return {
     'x-ratelimit-limit': String(d.limit),
     'x-ratelimit-remaining': String(d.remaining),

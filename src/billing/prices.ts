@@ -108,3 +108,49 @@ export function priceEmbeddingUsage(usage: { prompt_tokens: number }, p: Compile
 }
 
 const max0 = (v: bigint): bigint => (v < 0n ? 0n : v)
+
+/**
+ * What one generation used, in the units its price is given in: tokens for chat (OpenAI usage
+ * semantics), input tokens for embeddings, images by tier, seconds of video by resolution, and
+ * characters or audio tokens for speech.
+ */
+export type BillableUsage =
+  | { kind: 'tokens'; usage: PricedUsage }
+  | { kind: 'embedding'; promptTokens: number }
+  | { kind: 'images'; count: number; tier: string }
+  | { kind: 'video'; seconds: number; resolution: string }
+  | { kind: 'speech'; characters: number }
+  | { kind: 'speech-audio'; audioTokens: number }
+
+/**
+ * The upstream cost of a usage at a price, in picodollars: a pure function of its two arguments.
+ * A tier or resolution the table does not list is priced at the table's dearest entry, so a gap
+ * in a price list never bills less than the model can cost.
+ */
+export function priceUsage(u: BillableUsage, p: CompiledPrice): Money {
+  switch (u.kind) {
+    case 'tokens':
+      return priceChatUsage(u.usage, p)
+    case 'embedding':
+      return priceEmbeddingUsage({ prompt_tokens: u.promptTokens }, p)
+    case 'images':
+      return n(u.count) * byKey(p.imageByTier, u.tier)
+    case 'video': {
+      // Per-second prices are per whole second started.
+      const seconds = typeof u.seconds === 'number' && u.seconds > 0 ? BigInt(Math.ceil(u.seconds)) : 0n
+      return seconds * byKey(p.videoPerSecond, u.resolution)
+    }
+    case 'speech':
+      return n(u.characters) * p.speechPerCharacter
+    case 'speech-audio':
+      return n(u.audioTokens) * p.speechAudioToken
+  }
+}
+
+function byKey(prices: Record<string, Money>, key: string): Money {
+  const exact = Object.hasOwn(prices, key) ? prices[key] : undefined
+  if (exact !== undefined) return exact
+  let dearest = 0n
+  for (const v of Object.values(prices)) if (v > dearest) dearest = v
+  return dearest
+}

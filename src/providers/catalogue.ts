@@ -1,5 +1,4 @@
 import type { ProviderKind } from './types.ts'
-import type { ModelConfig } from '../config.ts'
 
 // Providers that zero-config enables when their key variable is set, and the models each brings.
 // Groq, DeepSeek, Mistral and Together speak the OpenAI protocol: they are entries here, not code.
@@ -66,18 +65,26 @@ export const builtinProviders: readonly BuiltinProvider[] = [
   },
 ]
 
-const chat = (provider: string, upstreamModel: string): ModelConfig => ({
+/** A model a built-in provider brings: one deployment on that provider. */
+export interface CatalogueModel {
+  slug: string
+  provider: string
+  upstreamModel: string
+  type: 'chat' | 'embedding'
+}
+
+const chat = (provider: string, upstreamModel: string): CatalogueModel => ({
   slug: `${provider}/${upstreamModel}`,
   provider,
   upstreamModel,
   type: 'chat',
 })
-const embedding = (provider: string, upstreamModel: string): ModelConfig => ({
+const embedding = (provider: string, upstreamModel: string): CatalogueModel => ({
   ...chat(provider, upstreamModel),
   type: 'embedding',
 })
 
-export const builtinModels: readonly ModelConfig[] = [
+export const builtinModels: readonly CatalogueModel[] = [
   chat('mock', 'chat'),
   embedding('mock', 'embed'),
   chat('openai', 'gpt-5'),

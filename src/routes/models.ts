@@ -7,14 +7,18 @@ export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { de
   // The list only changes with the config, so it is built once.
   const body = {
     object: 'list' as const,
-    data: deps.router.models().map((m) => ({
-      id: m.slug,
-      object: 'model' as const,
-      created,
-      owned_by: m.provider,
-      type: m.type,
-      pricing: m.priced ? toPricing(m.price.table) : null,
-    })),
+    data: deps.router.models().map((m) => {
+      // The first deployment is the one tried first: its provider and price are the model's own.
+      const d = m.deployments[0]
+      return {
+        id: m.slug,
+        object: 'model' as const,
+        created,
+        owned_by: d?.provider ?? m.slug.split('/')[0],
+        type: m.type,
+        pricing: d?.priced ? toPricing(d.price.table) : null,
+      }
+    }),
   }
   app.get('/v1/models', async () => body)
   app.get('/routed/v1/models', async () => body)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { ConfigError, hashKey, loadConfig } from '../../src/config.ts'
+import { buildModelTable } from '../../src/routing/model-table.ts'
 
 const withFile = (file: unknown, env: Record<string, string> = {}) =>
   loadConfig({ GATEWAY_CONFIG: 'junction.json', ...env }, () => JSON.stringify(file))
@@ -9,7 +10,11 @@ describe('loadConfig', () => {
     const c = loadConfig({})
     expect(c.server.port).toBe(8080)
     expect(c.server.host).toBe('0.0.0.0')
-    expect(c.models.map((m) => m.slug)).toEqual(['mock/chat', 'mock/embed'])
+    expect(
+      buildModelTable(c)
+        .list()
+        .map((m) => m.slug),
+    ).toEqual(['mock/chat', 'mock/embed'])
     expect(c.devAccount).toBe(true)
     expect(c.accounts[0]?.keys[0]?.sha256).toBe(hashKey('sk-dev'))
   })
@@ -27,11 +32,11 @@ describe('loadConfig', () => {
       baseUrl: 'http://127.0.0.1:9/v1',
       apiKey: 'sk-x',
     })
-    expect(c.models.find((m) => m.slug === 'openai/gpt-4o-mini')).toMatchObject({
-      upstreamModel: 'gpt-4o-mini',
+    expect(buildModelTable(c).get('openai/gpt-4o-mini')).toMatchObject({
       type: 'chat',
+      deployments: [{ provider: 'openai', upstreamModel: 'gpt-4o-mini' }],
     })
-    expect(c.models.find((m) => m.slug === 'openai/text-embedding-3-small')?.type).toBe('embedding')
+    expect(buildModelTable(c).get('openai/text-embedding-3-small')?.type).toBe('embedding')
   })
 
   it('production refuses to start without accounts', () => {
@@ -61,12 +66,14 @@ describe('loadConfig', () => {
       { LOCAL_KEY: 'secret' },
     )
     expect(c.providers.local?.apiKey).toBe('secret')
-    expect(c.models.find((m) => m.slug === 'local/llama')).toMatchObject({
-      slug: 'local/llama',
-      provider: 'local',
-      upstreamModel: 'llama3.2:1b',
-      type: 'chat',
-    })
+    expect(c.models).toEqual([
+      {
+        slug: 'local/llama',
+        type: 'chat',
+        maxOutputTokens: undefined,
+        deployments: [{ provider: 'local', upstreamModel: 'llama3.2:1b', pricing: undefined, weight: 1 }],
+      },
+    ])
   })
 
   it.each([
@@ -83,6 +90,17 @@ describe('loadConfig', () => {
     ],
     [{ models: [{ slug: 'no-slash' }] }, /models\[0\]\.slug/],
     [{ models: [{ slug: 'ghost/model' }] }, /models\[0\]\.provider/],
+    [{ models: [{ slug: 'mock/pic', type: 'image' }] }, /models\[0\]\.type: image models are not served yet/],
+    [{ models: [{ slug: 'mock/vid', type: 'video' }] }, /models\[0\]\.type: video models/],
+    [{ models: [{ slug: 'mock/tts', type: 'speech' }] }, /models\[0\]\.type: speech models/],
+    [
+      { models: [{ slug: 'x/m', deployments: [{ provider: 'mock' }, { provider: 'ghost' }] }] },
+      /models\[0\]\.deployments\[1\]\.provider: unknown or disabled provider "ghost"/,
+    ],
+    [
+      { models: [{ slug: 'x/m', provider: 'mock', deployments: [{ provider: 'mock' }] }] },
+      /models\[0\]\.deployments: give either/,
+    ],
     [{ accounts: [{ id: 'a', keys: [{ sha256: 'zz' }] }] }, /accounts\[0\]\.keys\[0\]/],
     [{ unknownSection: true }, /unknownSection|unrecognized/i],
   ])('a bad config names the field: %j', (file, pattern) => {

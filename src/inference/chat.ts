@@ -1,0 +1,210 @@
+import {
+  countTokens as defaultCount,
+  createTokenTally,
+  promptText,
+  promptTokenBound,
+  type TokenCounter,
+} from '../billing/tokens.ts'
+import type { Config } from '../config.ts'
+import { resolveFileReferences } from '../files/references.ts'
+import type { FileStorage } from '../files/storage.ts'
+import type { Ids } from '../ids.ts'
+import type { Logger } from '../logger.ts'
+import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers/types.ts'
+import type { Candidate, Router } from '../routing/router.ts'
+import type { Account } from '../store/types.ts'
+import { tryCandidates, type AttemptContext } from './attempts.ts'
+import { beginGeneration, type Generation, type GenerationDeps } from './generation.ts'
+
+// A chat request's life from a parsed request to an answer: resolve the model to its candidate
+// deployments, inline file references, admit (429/402), call the deployments in order until one
+// answers, and settle once however it ends. Routes only parse and send.
+
+export interface InferenceDeps extends GenerationDeps {
+  config: Config
+  router: Router
+  ids: Ids
+  fileStorage: FileStorage
+  countTokens?: TokenCounter
+}
+
+export interface ChatInput {
+  account: Account
+  req: ChatRequest
+  /** The route it came in on. */
+  api: string
+  /** Fires when the client goes away: the upstream call is aborted. */
+  signal: AbortSignal
+  log: Logger
+}
+
+export type ChatStart =
+  | { stream: false; generationId: string; headers: Record<string, string>; completion: ChatCompletion }
+  | {
+      stream: true
+      generationId: string
+      headers: Record<string, string>
+      /** The chunks to send, the first already received; however iteration ends, the generation is settled. */
+      chunks: AsyncIterable<ChatChunk>
+    }
+
+export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<ChatStart> {
+  const { req, signal, log } = input
+  const count = deps.countTokens ?? defaultCount
+  const { model, candidates } = deps.router.route(req.model, 'chat')
+  // The caller's file ids in the messages become the files' content, inline (decisions.md).
+  const resolved = await resolveFileReferences(req, {
+    accountId: input.account.id,
+    files: deps.store.files,
+    storage: deps.fileStorage,
+    maxInlineBytes: deps.config.files.maxInlineBytesPerRequest,
+  })
+  // Counted on the resolved request, so inlined file content is inside the bound.
+  const promptBound = promptTokenBound(resolved)
+  const clientLimit = req.max_completion_tokens ?? req.max_tokens
+  const outputBound = clientLimit ?? model.maxOutputTokens ?? deps.config.limits.defaultMaxOutputTokens
+  const generation = await beginGeneration(deps, {
+    account: input.account,
+    model,
+    api: input.api,
+    generationId: deps.ids.generation(),
+    streamed: req.stream === true,
+    promptTokenBound: promptBound,
+    outputTokenBound: outputBound,
+    // Bytes/4 is the usual tokens-per-text rule of thumb; the answer corrects it afterwards.
+    tokenEstimate: Math.ceil(promptBound / 4) + Math.min(outputBound, 4_096),
+  })
+  // The reservation assumed this output bound: every upstream is told it, so it holds.
+  const upstreamReq: ChatRequest =
+    clientLimit === undefined || clientLimit === null
+      ? { ...resolved, max_completion_tokens: outputBound }
+      : resolved
+  const promptTokens = () => count(promptText(req))
+
+  const attempt: AttemptContext = { generation, signal, log, promptTokens }
+  if (!req.stream) {
+    const { candidate, value: completion } = await tryCandidates(candidates, attempt, (c, call) =>
+      c.provider.adapter.chat(upstreamReq, call),
+    )
+    generation.firstByte()
+    await generation.finish({
+      deployment: candidate.deployment,
+      usage: completion.usage,
+      produced: true,
+      cancelled: false,
+      finishReason: completion.choices[0]?.finish_reason ?? null,
+      estimate: async () => ({
+        promptTokens: await promptTokens(),
+        completionTokens: await count(completionText(completion)),
+      }),
+    })
+    return {
+      stream: false,
+      generationId: generation.id,
+      headers: generation.headers,
+      completion: { ...completion, id: generation.id, model: model.slug },
+    }
+  }
+
+  // The first chunk is awaited before any header is sent, so a failure before the answer starts
+  // (upstream 429, 500, timeout) is a normal HTTP error with its status, or the next deployment's turn.
+  const { candidate, value: opened } = await tryCandidates(candidates, attempt, async (c, call) => {
+    const it = c.provider.adapter.chatStream(upstreamReq, call)[Symbol.asyncIterator]()
+    return { it, first: await it.next() }
+  })
+  generation.firstByte()
+  return {
+    stream: true,
+    generationId: generation.id,
+    headers: generation.headers,
+    chunks: relayStream(opened.first, opened.it, {
+      generation,
+      candidate,
+      slug: model.slug,
+      includeUsage: req.stream_options?.include_usage === true,
+      signal,
+      log,
+      promptTokens,
+      count,
+    }),
+  }
+}
+
+interface RelayContext {
+  generation: Generation
+  candidate: Candidate
+  slug: string
+  includeUsage: boolean
+  signal: AbortSignal
+  log: Logger
+  promptTokens: () => Promise<number>
+  count: TokenCounter
+}
+
+/**
+ * The upstream's chunks as the client gets them: ids become the generation id and `model` the slug;
+ * usage (always requested upstream, for billing) is passed on only when the client asked for it.
+ * Only what an estimate needs is kept (a bounded running token tally, never the whole text). However
+ * the iteration ends (done, failed, client gone), `finally` settles exactly once.
+ */
+export async function* relayStream(
+  first: IteratorResult<ChatChunk>,
+  chunks: AsyncIterator<ChatChunk>,
+  ctx: RelayContext,
+): AsyncGenerator<ChatChunk> {
+  const tally = createTokenTally(ctx.count)
+  let usage: Usage | undefined
+  let finishReason: string | null = null
+  let produced = false
+  let next = first
+  try {
+    while (!next.done) {
+      const chunk = next.value
+      chunk.id = ctx.generation.id
+      chunk.model = ctx.slug
+      for (const choice of chunk.choices) {
+        produced = true
+        const d = choice.delta
+        if (typeof d.content === 'string') tally.add(d.content)
+        if (typeof d.reasoning === 'string') tally.add(d.reasoning)
+        if (d.tool_calls) {
+          for (const t of d.tool_calls) {
+            if (t.function?.name) tally.add(t.function.name)
+            if (t.function?.arguments) tally.add(t.function.arguments)
+          }
+        }
+        if (choice.finish_reason) finishReason = choice.finish_reason
+      }
+      if (chunk.usage) usage = chunk.usage
+      // Junction asked for usage on the client's behalf: without include_usage, OpenAI sends no usage
+      // field at all, so the usage chunk goes and so does `usage: null` on the others.
+      let send = true
+      if (!ctx.includeUsage && 'usage' in chunk) {
+        if (chunk.usage && chunk.choices.length === 0) send = false
+        else delete chunk.usage
+      }
+      if (send) yield chunk
+      next = await chunks.next()
+    }
+  } finally {
+    // Leaving early (client gone, an error) must release the upstream too.
+    if (!next.done) await chunks.return?.().catch(() => undefined)
+    await ctx.generation.finish({
+      deployment: ctx.candidate.deployment,
+      usage,
+      produced,
+      cancelled: ctx.signal.aborted,
+      finishReason,
+      estimate: async () => ({
+        promptTokens: await ctx.promptTokens(),
+        completionTokens: await tally.total(),
+      }),
+    })
+  }
+}
+
+function completionText(c: ChatCompletion): string {
+  const m = c.choices[0]?.message
+  if (!m) return ''
+  return [m.content ?? '', m.reasoning ?? '', m.tool_calls ? JSON.stringify(m.tool_calls) : ''].join('')
+}

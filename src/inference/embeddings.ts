@@ -1,0 +1,80 @@
+import { countTokens as defaultCount, embeddingTokenBound } from '../billing/tokens.ts'
+import { GatewayError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import type { EmbeddingsRequest, EmbeddingsResponse } from '../providers/types.ts'
+import type { Account } from '../store/types.ts'
+import type { InferenceDeps } from './chat.ts'
+import { tryCandidates } from './attempts.ts'
+import { beginGeneration } from './generation.ts'
+
+export interface EmbeddingsInput {
+  account: Account
+  req: EmbeddingsRequest
+  api: string
+  signal: AbortSignal
+  log: Logger
+}
+
+export interface EmbeddingsResult {
+  generationId: string
+  headers: Record<string, string>
+  body: EmbeddingsResponse
+}
+
+/** An embeddings request's life: route, admit, call the deployments in order, settle once. */
+export async function createEmbeddings(
+  deps: InferenceDeps,
+  input: EmbeddingsInput,
+): Promise<EmbeddingsResult> {
+  const { req, signal, log } = input
+  const count = deps.countTokens ?? defaultCount
+  const route = deps.router.route(req.model, 'embedding')
+  const candidates = route.candidates.filter((c) => c.provider.adapter.embed !== undefined)
+  const first = candidates[0]
+  if (!first) {
+    throw new GatewayError('unsupported_parameter', `the providers of ${req.model} have no embeddings`, {
+      param: 'model',
+    })
+  }
+  const bound = embeddingTokenBound(req)
+  const generation = await beginGeneration(deps, {
+    account: input.account,
+    model: route.model,
+    api: input.api,
+    generationId: deps.ids.generation(),
+    streamed: false,
+    promptTokenBound: bound,
+    outputTokenBound: 0,
+    tokenEstimate: Math.ceil(bound / 4),
+  })
+  const estimate = async () => ({ promptTokens: await count(inputText(req)), completionTokens: 0 })
+  const promptTokens = async () => (await estimate()).promptTokens
+  const ctx = { generation, signal, log, promptTokens }
+  const { candidate, value: result } = await tryCandidates(candidates, ctx, (c, call) => {
+    const embed = c.provider.adapter.embed as NonNullable<typeof c.provider.adapter.embed>
+    return embed(req, call)
+  })
+  generation.firstByte()
+  await generation.finish({
+    deployment: candidate.deployment,
+    usage: {
+      prompt_tokens: result.usage.prompt_tokens,
+      completion_tokens: 0,
+      total_tokens: result.usage.total_tokens,
+    },
+    produced: true,
+    cancelled: false,
+    finishReason: 'stop',
+    estimate,
+  })
+  return {
+    generationId: generation.id,
+    headers: generation.headers,
+    body: { ...result, model: route.model.slug },
+  }
+}
+
+function inputText(req: EmbeddingsRequest): string {
+  const inputs: unknown[] = Array.isArray(req.input) ? req.input : [req.input]
+  return inputs.map((i) => (typeof i === 'string' ? i : JSON.stringify(i))).join('\n')
+}

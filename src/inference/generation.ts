@@ -1,0 +1,158 @@
+import {
+  admit,
+  buildRecord,
+  costBound,
+  hasUsage,
+  normalizeUsage,
+  release,
+  settle,
+  type MeteringDeps,
+} from '../billing/metering.ts'
+import type { BillableUsage } from '../billing/prices.ts'
+import type { Usage } from '../providers/types.ts'
+import type { Deployment, ServedModel } from '../routing/model-table.ts'
+import type { Account, GenerationRecord, GenerationUsage } from '../store/types.ts'
+
+// One generation's life, shared by every kind of inference: admitted (rate limits, reservation),
+// kept alive while it runs (the reservation is renewed), then settled exactly once, priced at the
+// deployment that answered.
+
+export interface GenerationDeps extends MeteringDeps {
+  now: () => number
+}
+
+export interface BeginGeneration {
+  account: Account
+  model: ServedModel
+  /** The route it came in on, e.g. `/v1/chat/completions`. */
+  api: string
+  generationId: string
+  streamed: boolean
+  promptTokenBound: number
+  outputTokenBound: number
+  tokenEstimate: number
+}
+
+export interface Outcome {
+  /** The deployment whose answer this is; the last one tried when none answered. */
+  deployment: Deployment
+  /** Usage as the upstream reported it; absent when it reported none (cut stream, cancelled). */
+  usage?: Usage
+  /** The upstream produced output (an answer, or at least one chunk). */
+  produced: boolean
+  /** The client went away before the answer ended. */
+  cancelled: boolean
+  finishReason: string | null
+  /** Token counts when the usage has to be estimated; called only then. */
+  estimate: () => Promise<{ promptTokens: number; completionTokens: number }>
+}
+
+export interface Generation {
+  id: string
+  /** X-RateLimit-* headers for the answer. */
+  headers: Record<string, string>
+  /** Marks the first byte from the upstream; later calls are ignored. */
+  firstByte(): void
+  /** Records and settles once (later calls return the first result). Never throws. */
+  finish(outcome: Outcome): Promise<GenerationRecord | null>
+}
+
+/**
+ * Admits the generation (throws 429/402 before anything reaches an upstream) and keeps its
+ * reservation alive, renewing it every third of its TTL, until `finish`.
+ */
+export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration): Promise<Generation> {
+  const startedAt = deps.now()
+  const ttlMs = deps.config.limits.reservationTtlMs
+  const admission = await admit(deps, {
+    account: b.account,
+    slug: b.model.slug,
+    generationId: b.generationId,
+    costBound: costBound(b.model, b.promptTokenBound, b.outputTokenBound),
+    tokenEstimate: b.tokenEstimate,
+    ttlMs,
+    now: startedAt,
+  })
+  const reservation = { id: admission.reservation.id, accountId: admission.reservation.accountId }
+  const renewal = setInterval(
+    () => {
+      deps.store.ledger.renew(reservation, deps.now(), ttlMs).then(
+        (held) => {
+          if (!held) deps.log.warn({ generationId: b.generationId }, 'reservation was gone when renewed')
+        },
+        (err: unknown) =>
+          deps.log.warn({ err, generationId: b.generationId }, 'could not renew a reservation'),
+      )
+    },
+    Math.max(1, Math.floor(ttlMs / 3)),
+  )
+  renewal.unref()
+
+  let firstByteAt: number | undefined
+  let finished: Promise<GenerationRecord | null> | undefined
+
+  async function end(o: Outcome): Promise<GenerationRecord | null> {
+    clearInterval(renewal)
+    const endedAt = deps.now()
+    if (!o.produced && !o.cancelled) {
+      // Nothing was produced (every upstream failed first): nothing to bill or record.
+      await release(deps, reservation, admission.tokenEstimate, endedAt)
+      return null
+    }
+    let usage: GenerationUsage
+    let costSource: 'upstream' | 'estimate' = 'upstream'
+    if (hasUsage(o.usage)) usage = normalizeUsage(o.usage)
+    else {
+      costSource = 'estimate'
+      // A failing count must not skip the charge: bytes/4, the usual rule of thumb, stands in.
+      const counted = await o.estimate().catch((err: unknown) => {
+        deps.log.error({ err, generationId: b.generationId }, 'token estimate failed; billing bytes/4')
+        return { promptTokens: Math.ceil(b.promptTokenBound / 4), completionTokens: 0 }
+      })
+      usage = normalizeUsage({
+        prompt_tokens: counted.promptTokens,
+        completion_tokens: counted.completionTokens,
+        total_tokens: counted.promptTokens + counted.completionTokens,
+      })
+    }
+    const billable: BillableUsage =
+      b.model.type === 'embedding'
+        ? { kind: 'embedding', promptTokens: usage.prompt_tokens }
+        : { kind: 'tokens', usage }
+    const record = buildRecord({
+      generationId: b.generationId,
+      accountId: b.account.id,
+      api: b.api,
+      slug: b.model.slug,
+      deployment: o.deployment,
+      startedAt,
+      endedAt,
+      firstByteAt,
+      streamed: b.streamed,
+      finishReason: o.finishReason,
+      cancelled: o.cancelled,
+      costSource,
+      usage,
+      billable,
+      discountPpm: admission.discountPpm,
+    })
+    await settle(deps, { reservation, record, tokenEstimate: admission.tokenEstimate, now: endedAt })
+    return record
+  }
+
+  return {
+    id: b.generationId,
+    headers: admission.headers,
+    firstByte() {
+      firstByteAt ??= deps.now()
+    },
+    finish(outcome) {
+      finished ??= end(outcome).catch((err: unknown) => {
+        clearInterval(renewal)
+        deps.log.error({ err, generationId: b.generationId }, 'could not record or settle a generation')
+        return null
+      })
+      return finished
+    },
+  }
+}

@@ -1,0 +1,77 @@
+import { builtinPrices } from '../billing/price-list.ts'
+import { compilePrice, type CompiledPrice } from '../billing/prices.ts'
+import type { Config, ModelType } from '../config.ts'
+import { builtinModels } from '../providers/catalogue.ts'
+
+// slug → the deployments that serve it. Built once in createDeps from the built-in catalogue (models
+// of the enabled providers), the built-in price list and the config file's models, which replace a
+// catalogue entry of the same slug.
+
+/** One provider serving a model: where a request goes and what it costs there. */
+export interface Deployment {
+  /** Unique within the model: `<provider>` or, for a second deployment on the same provider, `<provider>#<n>`. */
+  id: string
+  provider: string
+  upstreamModel: string
+  price: CompiledPrice
+  /** False when neither the config nor the price list gives a price (it is then billed at 0). */
+  priced: boolean
+  weight: number
+}
+
+export interface ServedModel {
+  slug: string
+  type: ModelType
+  /** Most output tokens one answer can have; the reservation's bound when the client sets none. */
+  maxOutputTokens?: number
+  /** In configured priority order; never empty. */
+  deployments: readonly Deployment[]
+}
+
+export interface ModelTable {
+  get(slug: string): ServedModel | undefined
+  /** Every model, catalogue order first, then the config file's new slugs. */
+  list(): readonly ServedModel[]
+}
+
+export function buildModelTable(config: Config): ModelTable {
+  const bySlug = new Map<string, ServedModel>()
+  for (const m of builtinModels) {
+    if (!config.providers[m.provider]) continue
+    const table = builtinPrices[m.slug]
+    bySlug.set(m.slug, {
+      slug: m.slug,
+      type: m.type,
+      deployments: [
+        {
+          id: m.provider,
+          provider: m.provider,
+          upstreamModel: m.upstreamModel,
+          price: compilePrice(table ?? {}),
+          priced: table !== undefined,
+          weight: 1,
+        },
+      ],
+    })
+  }
+  for (const m of config.models) {
+    const seen = new Map<string, number>()
+    const deployments = m.deployments.map((d): Deployment => {
+      const n = seen.get(d.provider) ?? 0
+      seen.set(d.provider, n + 1)
+      // A deployment's own price; else the list price of the provider's own slug for that upstream model.
+      const table = d.pricing ?? builtinPrices[m.slug] ?? builtinPrices[`${d.provider}/${d.upstreamModel}`]
+      return {
+        id: n === 0 ? d.provider : `${d.provider}#${n + 1}`,
+        provider: d.provider,
+        upstreamModel: d.upstreamModel,
+        price: compilePrice(table ?? {}),
+        priced: table !== undefined,
+        weight: d.weight,
+      }
+    })
+    bySlug.set(m.slug, { slug: m.slug, type: m.type, maxOutputTokens: m.maxOutputTokens, deployments })
+  }
+  const list = [...bySlug.values()]
+  return { get: (slug) => bySlug.get(slug), list: () => list }
+}

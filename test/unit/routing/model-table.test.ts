@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest'
+import { builtinPrices } from '../../../src/billing/price-list.ts'
+import { compilePrice } from '../../../src/billing/prices.ts'
+import { loadConfig } from '../../../src/config.ts'
+import { builtinModels } from '../../../src/providers/catalogue.ts'
+import { createProviderRegistry } from '../../../src/providers/registry.ts'
+import { buildModelTable } from '../../../src/routing/model-table.ts'
+import { createRouter } from '../../../src/routing/router.ts'
+import { thrownGatewayError } from '../../support/errors.ts'
+
+const withFile = (file: unknown, env: Record<string, string> = {}) =>
+  loadConfig({ GATEWAY_CONFIG: 'junction.json', ...env }, () => JSON.stringify(file))
+
+describe('catalogue and price list', () => {
+  it('name the same slugs: every built-in model has a list price and every list price a model', () => {
+    const catalogue = builtinModels.map((m) => m.slug).sort()
+    expect(Object.keys(builtinPrices).sort()).toEqual(catalogue)
+  })
+})
+
+describe('buildModelTable', () => {
+  it('merges catalogue and price list into one deployment per built-in slug', () => {
+    const table = buildModelTable(loadConfig({ OPENAI_API_KEY: 'sk-test-0000' }))
+    const m = table.get('openai/gpt-4o')
+    expect(m).toMatchObject({ slug: 'openai/gpt-4o', type: 'chat' })
+    expect(m?.deployments).toEqual([
+      {
+        id: 'openai',
+        provider: 'openai',
+        upstreamModel: 'gpt-4o',
+        price: compilePrice(builtinPrices['openai/gpt-4o'] ?? {}),
+        priced: true,
+        weight: 1,
+      },
+    ])
+    // Providers that are not enabled bring no models.
+    expect(table.get('groq/llama-3.1-8b-instant')).toBeUndefined()
+  })
+
+  it('a config model with several deployments keeps their order, prices and weights', () => {
+    const table = buildModelTable(
+      withFile({
+        providers: {
+          a: { kind: 'openai-compat', baseUrl: 'http://127.0.0.1:9/v1' },
+          b: { kind: 'openai-compat', baseUrl: 'http://127.0.0.1:10/v1' },
+        },
+        models: [
+          {
+            slug: 'team/llama',
+            maxOutputTokens: 2048,
+            deployments: [
+              { provider: 'a', upstreamModel: 'llama-a', pricing: { prompt: 1, completion: 2 } },
+              { provider: 'b', upstreamModel: 'llama-b', pricing: { prompt: 3, completion: 4 }, weight: 3 },
+              { provider: 'a', upstreamModel: 'llama-a2' },
+            ],
+          },
+        ],
+      }),
+    )
+    const m = table.get('team/llama')
+    expect(m?.maxOutputTokens).toBe(2048)
+    expect(m?.deployments.map((d) => [d.id, d.upstreamModel, d.priced, d.weight])).toEqual([
+      ['a', 'llama-a', true, 1],
+      ['b', 'llama-b', true, 3],
+      ['a#2', 'llama-a2', false, 1],
+    ])
+    expect(m?.deployments[1]?.price.prompt).toBe(compilePrice({ prompt: 3 }).prompt)
+  })
+
+  it('a config entry replaces the catalogue entry of the same slug', () => {
+    const table = buildModelTable(
+      withFile({ models: [{ slug: 'mock/chat', pricing: { prompt: 7, completion: 9 } }] }),
+    )
+    expect(table.get('mock/chat')?.deployments[0]?.price.table).toEqual({ prompt: 7, completion: 9 })
+    expect(table.list().filter((m) => m.slug === 'mock/chat')).toHaveLength(1)
+  })
+})
+
+describe('router', () => {
+  const config = withFile({
+    providers: { a: { kind: 'openai-compat', baseUrl: 'http://127.0.0.1:9/v1' } },
+    models: [
+      { slug: 'team/m', deployments: [{ provider: 'a' }, { provider: 'mock', upstreamModel: 'chat' }] },
+    ],
+  })
+  const router = createRouter(buildModelTable(config), createProviderRegistry(config))
+
+  it('returns the candidates in deployment order, each with its provider', () => {
+    const r = router.route('team/m', 'chat')
+    expect(
+      r.candidates.map((c) => [c.deployment.id, c.provider.config.name, c.deployment.upstreamModel]),
+    ).toEqual([
+      ['a', 'a', 'm'],
+      ['mock', 'mock', 'chat'],
+    ])
+  })
+
+  it('unknown slug 404, wrong type 400', () => {
+    expect(thrownGatewayError(() => router.route('no/such', 'chat'))).toMatchObject({
+      status: 404,
+      code: 'model_not_found',
+      param: 'model',
+    })
+    expect(thrownGatewayError(() => router.route('mock/embed', 'chat'))).toMatchObject({
+      status: 400,
+      code: 'invalid_value',
+      param: 'model',
+    })
+  })
+
+  it('503 when no deployment has a configured provider', () => {
+    const empty = createRouter(buildModelTable(config), { get: () => undefined, close: async () => {} })
+    expect(thrownGatewayError(() => empty.route('mock/chat', 'chat'))).toMatchObject({
+      status: 503,
+      code: 'no_available_provider',
+    })
+  })
+})
