@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { readSse, sseData, SSE_DONE } from '../../src/sse.ts'
+import { pino } from 'pino'
+import { GatewayError } from '../../src/errors.ts'
+import { readSse, writeSse } from '../../src/sse.ts'
 
 async function collect(parts: string[]): Promise<{ event?: string; data: string }[]> {
   const out = []
@@ -46,9 +48,69 @@ describe('readSse', () => {
   })
 })
 
-describe('writing', () => {
-  it('frames one JSON value per event and the DONE marker', () => {
-    expect(sseData({ a: 1 })).toBe('data: {"a":1}\n\n')
-    expect(SSE_DONE).toBe('data: [DONE]\n\n')
+describe('writeSse', () => {
+  const log = pino({ level: 'silent' })
+  const write = async (events: AsyncIterable<unknown>, signal = new AbortController().signal) => {
+    const out: string[] = []
+    for await (const text of writeSse(events, { signal, requestId: 'req-1', log })) out.push(text)
+    return out
+  }
+  async function* from(values: unknown[], failAfter?: Error) {
+    for (const v of values) yield v
+    if (failAfter) throw failAfter
+  }
+
+  it('frames one JSON value per event, then the DONE marker; readSse reads back what it wrote', async () => {
+    const out = await write(from([{ a: 1 }, { b: 'x\ny' }]))
+    expect(out).toEqual(['data: {"a":1}\n\n', 'data: {"b":"x\\ny"}\n\n', 'data: [DONE]\n\n'])
+    const back = []
+    for await (const e of readSse(from(out) as AsyncIterable<string>)) back.push(e.data)
+    expect(back).toEqual(['{"a":1}', '{"b":"x\\ny"}', '[DONE]'])
+  })
+
+  it('a failure after the start is one error event in the envelope, without DONE', async () => {
+    const err = new GatewayError('upstream_error', 'upstream p failed mid-stream')
+    const out = await write(from([{ a: 1 }], err))
+    expect(out).toHaveLength(2)
+    expect(out[1]).toBe(
+      `data: ${JSON.stringify({
+        error: {
+          message: 'upstream p failed mid-stream',
+          type: 'upstream_error',
+          code: 'upstream_error',
+          param: null,
+        },
+        request_id: 'req-1',
+      })}\n\n`,
+    )
+  })
+
+  it('an unexpected error is an internal_error event that reveals nothing', async () => {
+    const out = await write(from([], new Error('secret detail')))
+    expect(out).toHaveLength(1)
+    expect(out[0]).toContain('"code":"internal_error"')
+    expect(out[0]).not.toContain('secret detail')
+  })
+
+  it('writes nothing more once the client has gone', async () => {
+    const client = new AbortController()
+    client.abort()
+    expect(await write(from([], new Error('aborted')), client.signal)).toEqual([])
+  })
+
+  it('leaving early returns the source, so its cleanup runs', async () => {
+    let cleaned = false
+    async function* source() {
+      try {
+        yield { a: 1 }
+        yield { a: 2 }
+      } finally {
+        cleaned = true
+      }
+    }
+    const it = writeSse(source(), { signal: new AbortController().signal, requestId: 'r', log })
+    await it.next()
+    await it.return(undefined)
+    expect(cleaned).toBe(true)
   })
 })
