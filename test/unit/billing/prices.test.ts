@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { applyPpm, toPpm, toUsd } from '../../../src/billing/money.ts'
-import { compilePrice, priceChatUsage, priceEmbeddingUsage } from '../../../src/billing/prices.ts'
+import { compilePrice, priceChatUsage, priceEmbeddingUsage, priceUsage } from '../../../src/billing/prices.ts'
 
 describe('priceChatUsage', () => {
   const gpt4o = compilePrice({ prompt: 2.5, cachedPrompt: 1.25, completion: 10 })
@@ -71,5 +71,49 @@ describe('priceChatUsage', () => {
 
   it('ignores negative or missing figures instead of paying them back', () => {
     expect(priceChatUsage({ prompt_tokens: -5, completion_tokens: 0, total_tokens: 0 }, gpt4o)).toBe(0n)
+  })
+})
+
+describe('priceUsage: one pure function over every kind of billable usage', () => {
+  const p = compilePrice({
+    prompt: 2,
+    completion: 8,
+    embedding: 0.13,
+    imageByTier: { '1K': 0.04, '2K': 0.08 },
+    videoPerSecond: { '720P': 0.1, '1080P': 0.25 },
+    speechPerMillionCharacters: 15,
+    speechAudioTokens: 20,
+  })
+
+  it('tokens: the chat price (3 prompt × $2/M + 2 completion × $8/M = 22 µ$)', () => {
+    const usage = { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
+    expect(priceUsage({ kind: 'tokens', usage }, p)).toBe(priceChatUsage(usage, p))
+    expect(priceUsage({ kind: 'tokens', usage }, p)).toBe(22_000_000n)
+  })
+
+  it('embedding: input tokens at the embedding price (1 000 × $0.13/M = $0.00013)', () => {
+    expect(toUsd(priceUsage({ kind: 'embedding', promptTokens: 1000 }, p))).toBe(0.00013)
+  })
+
+  it('images: count × the tier price; an unlisted tier at the dearest tier', () => {
+    expect(toUsd(priceUsage({ kind: 'images', count: 3, tier: '1K' }, p))).toBe(0.12)
+    expect(toUsd(priceUsage({ kind: 'images', count: 2, tier: '4K' }, p))).toBe(0.16)
+    expect(priceUsage({ kind: 'images', count: 2, tier: '1K' }, compilePrice({}))).toBe(0n)
+  })
+
+  it('video: whole seconds started × the resolution price', () => {
+    expect(toUsd(priceUsage({ kind: 'video', seconds: 8, resolution: '1080P' }, p))).toBe(2)
+    expect(toUsd(priceUsage({ kind: 'video', seconds: 4.2, resolution: '720P' }, p))).toBe(0.5)
+  })
+
+  it('speech: characters or audio tokens at their prices', () => {
+    expect(toUsd(priceUsage({ kind: 'speech', characters: 1000 }, p))).toBe(0.015)
+    expect(toUsd(priceUsage({ kind: 'speech-audio', audioTokens: 500 }, p))).toBe(0.01)
+  })
+
+  it('negative or non-finite counts cost nothing', () => {
+    expect(priceUsage({ kind: 'images', count: -3, tier: '1K' }, p)).toBe(0n)
+    expect(priceUsage({ kind: 'video', seconds: Number.NaN, resolution: '720P' }, p)).toBe(0n)
+    expect(priceUsage({ kind: 'speech', characters: Infinity }, p)).toBe(0n)
   })
 })
