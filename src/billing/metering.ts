@@ -7,6 +7,7 @@ import type {
   CostSource,
   GenerationRecord,
   GenerationUsage,
+  RateCheck,
   RateDecision,
   Reservation,
   Store,
@@ -77,11 +78,6 @@ const MINUTE = 60_000
 export function createMetering(deps: MeteringDeps): Metering {
   const { store, config, now, log } = deps
 
-  async function checkRate(key: string, amount: number, limit: number | undefined, t: number) {
-    if (limit === undefined) return undefined
-    return store.rateLimits.consume(key, amount, limit, MINUTE, t)
-  }
-
   return {
     async begin(o) {
       const start = now()
@@ -93,17 +89,17 @@ export function createMetering(deps: MeteringDeps): Metering {
       }
       const rpmKey = `rpm:${o.account.id}`
       const tpmKey = `tpm:${o.account.id}`
-      const rpm = await checkRate(rpmKey, 1, limits.requestsPerMinute, start)
+      // Both limits in one all-or-nothing step: a request refused by one counts against neither.
+      const checks: RateCheck[] = []
+      if (limits.requestsPerMinute !== undefined)
+        checks.push({ key: rpmKey, amount: 1, limit: limits.requestsPerMinute })
+      if (limits.tokensPerMinute !== undefined)
+        checks.push({ key: tpmKey, amount: o.tokenEstimate, limit: limits.tokensPerMinute })
+      const rates = await store.rateLimits.consume(checks, MINUTE, start)
+      const rpm = limits.requestsPerMinute !== undefined ? rates.decisions[0] : undefined
+      const tpm = limits.tokensPerMinute !== undefined ? rates.decisions.at(-1) : undefined
       if (rpm && !rpm.allowed) throw rateLimited('requests', rpm, start)
-      const tpm = await checkRate(tpmKey, o.tokenEstimate, limits.tokensPerMinute, start)
-      if (tpm && !tpm.allowed) {
-        if (rpm) await store.rateLimits.adjust(rpmKey, -1, MINUTE, start)
-        throw rateLimited('tokens', tpm, start)
-      }
-      const undoRates = async (): Promise<void> => {
-        if (rpm) await store.rateLimits.adjust(rpmKey, -1, MINUTE, start)
-        if (tpm) await store.rateLimits.adjust(tpmKey, -o.tokenEstimate, MINUTE, start)
-      }
+      if (tpm && !tpm.allowed) throw rateLimited('tokens', tpm, start)
 
       const discountPpm = o.account.modelDiscountsPpm[o.model.slug] ?? o.account.discountPpm
       const upper = upperBound(o)
@@ -115,7 +111,7 @@ export function createMetering(deps: MeteringDeps): Metering {
         config.limits.reservationTtlMs,
       )
       if (!reservation) {
-        await undoRates()
+        // The rate limits keep their counts: a request refused for credits still counts as a request.
         throw new GatewayError('insufficient_credits', 'the account has no credits left')
       }
 
@@ -194,9 +190,8 @@ export function createMetering(deps: MeteringDeps): Metering {
       discount,
       cost: upstreamCost - discount,
     }
-    // Money first: a crash between the two loses a record, never a charge.
-    await store.ledger.settle(reservation, record.cost)
-    await store.generations.put(record)
+    // The charge and the record in one step, once per generation id.
+    await store.ledger.settle(reservation, record)
     await store.rateLimits.adjust(tpmKey, usage.total_tokens - o.tokenEstimate, MINUTE, end)
     return record
   }

@@ -19,9 +19,9 @@ function fileStoreContract(name: string, create: () => FileStore): void {
   })
 
   const add = async (store: FileStore, file: StoredFile): Promise<StoredFile> => {
-    const r = await store.reserve(file.accountId, quota)
+    const r = await store.reserve(file.accountId, quota, 0, 60_000)
     if (!r.ok) throw new Error(`reserve failed: ${r.reason}`)
-    expect(await store.commit(r.token, file, quota)).toBe(true)
+    expect(await store.commit(r.token, file, quota, 0)).toBe(true)
     return file
   }
 
@@ -57,9 +57,9 @@ function fileStoreContract(name: string, create: () => FileStore): void {
       const ids: string[] = []
       for (let i = 0; i < 5; i++) {
         const f = record('carol')
-        const r = await store.reserve('carol', big)
+        const r = await store.reserve('carol', big, 0, 60_000)
         if (!r.ok) throw new Error('reserve')
-        await store.commit(r.token, f, big)
+        await store.commit(r.token, f, big, 0)
         ids.unshift(f.id)
       }
       const p1 = await store.list('carol', { limit: 2 })
@@ -74,7 +74,7 @@ function fileStoreContract(name: string, create: () => FileStore): void {
     it('holds a slot per upload in progress, so parallel uploads cannot exceed the file count', async () => {
       const store = create()
       await add(store, record('dave'))
-      const attempts = await Promise.all([1, 2, 3, 4].map(() => store.reserve('dave', quota)))
+      const attempts = await Promise.all([1, 2, 3, 4].map(() => store.reserve('dave', quota, 0, 60_000)))
       expect(attempts.filter((r) => r.ok)).toHaveLength(2)
       expect(attempts.filter((r) => !r.ok)).toEqual([
         { ok: false, reason: 'files' },
@@ -84,26 +84,26 @@ function fileStoreContract(name: string, create: () => FileStore): void {
       const first = attempts[0]!
       if (!first.ok) throw new Error('expected a reservation')
       await store.release(first.token)
-      expect((await store.reserve('dave', quota)).ok).toBe(true)
-      expect((await store.reserve('erin', quota)).ok).toBe(true)
+      expect((await store.reserve('dave', quota, 0, 60_000)).ok).toBe(true)
+      expect((await store.reserve('erin', quota, 0, 60_000)).ok).toBe(true)
     })
 
     it('checks the byte quota atomically at commit', async () => {
       const store = create()
-      const r1 = await store.reserve('frank', quota)
-      const r2 = await store.reserve('frank', quota)
+      const r1 = await store.reserve('frank', quota, 0, 60_000)
+      const r2 = await store.reserve('frank', quota, 0, 60_000)
       if (!r1.ok || !r2.ok) throw new Error('reserve')
       expect(r1.bytesLeft).toBe(1000)
       // Both started with 1000 bytes left; only one 600-byte file fits.
-      expect(await store.commit(r1.token, record('frank', { bytes: 600 }), quota)).toBe(true)
-      expect(await store.commit(r2.token, record('frank', { bytes: 600 }), quota)).toBe(false)
+      expect(await store.commit(r1.token, record('frank', { bytes: 600 }), quota, 0)).toBe(true)
+      expect(await store.commit(r2.token, record('frank', { bytes: 600 }), quota, 0)).toBe(false)
       expect(await store.usage('frank')).toEqual({ files: 1, bytes: 600 })
-      const r3 = await store.reserve('frank', quota)
+      const r3 = await store.reserve('frank', quota, 0, 60_000)
       expect(r3.ok && r3.bytesLeft).toBe(400)
       if (r3.ok) await store.release(r3.token)
       // A full account is refused before any byte is read.
       await add(store, record('frank', { bytes: 400 }))
-      expect(await store.reserve('frank', quota)).toEqual({ ok: false, reason: 'bytes' })
+      expect(await store.reserve('frank', quota, 0, 60_000)).toEqual({ ok: false, reason: 'bytes' })
     })
   })
 }
