@@ -45,19 +45,22 @@ export interface DepsOverrides {
 }
 
 /**
- * Accounts of the config file enter the store at start-up. Existing ones keep their state (a shared
- * store outlives one instance); their config keys are (re-)added and a new ledger gets its credits.
+ * Accounts of the config file enter the store at start-up, a new one with its initial credits. Existing
+ * ones keep their state (a durable store outlives one instance); their config keys are (re-)added.
  */
 async function seedAccounts(config: Config, store: Store, now: number): Promise<void> {
   for (const a of config.accounts) {
-    await store.accounts.create({
-      id: a.id,
-      name: a.name,
-      createdAt: now,
-      discountPpm: a.discountPpm,
-      modelDiscountsPpm: a.modelDiscountsPpm,
-      rateLimits: a.rateLimits,
-    })
+    await store.accounts.create(
+      {
+        id: a.id,
+        name: a.name,
+        createdAt: now,
+        discountPpm: a.discountPpm,
+        modelDiscountsPpm: a.modelDiscountsPpm,
+        rateLimits: a.rateLimits,
+      },
+      a.initialCredits,
+    )
     for (const key of a.keys) {
       await store.accounts.addKey({
         id: `key_${key.sha256.slice(0, 16)}`,
@@ -67,7 +70,6 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
         createdAt: now,
       })
     }
-    await store.ledger.open(a.id, a.initialCredits)
   }
 }
 

@@ -2,6 +2,10 @@
 // ($0.005 per million tokens) is 5 000 picodollars, so every per-token price is a whole number and
 // sums are exact. Conversion to a USD number happens only at the edge (JSON answers).
 
+/**
+ * Integer picodollars. Stores keep it exactly: 1e9 USD is 1e21, beyond 64-bit integers, so a NUMERIC
+ * column in SQL or a decimal string elsewhere (see store/types.ts).
+ */
 export type Money = bigint
 
 const PICO_PER_USD = 1_000_000_000_000n

@@ -109,12 +109,11 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
         tokensPerMinute: body.rate_limits?.tokens_per_minute ?? undefined,
       },
     }
-    if (!(await store.accounts.create(account))) {
+    if (!(await store.accounts.create(account, usd(body.credits ?? 0)))) {
       throw new GatewayError('account_exists', `account ${account.id} already exists`, {
         param: 'id',
       })
     }
-    await store.ledger.open(account.id, usd(body.credits ?? 0))
     return reply.code(201).send(await accountView(account))
   })
 
@@ -176,7 +175,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
   app.post<{ Params: { id: string } }>('/admin/accounts/:id/credits', async (request) => {
     const account = await mustGet(request.params.id)
     const { amount } = parse(creditsBody, request.body)
-    await store.ledger.addCredits(account.id, usd(amount))
+    await store.ledger.addCredits(account.id, usd(amount), deps.now())
     return (await accountView(account)).credits
   })
 

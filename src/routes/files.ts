@@ -24,6 +24,13 @@ export const MULTIPART_LIMITS = {
 
 const MAX_FILENAME_LENGTH = 512
 
+/**
+ * How long an upload holds its file slot. It frees the slot of an upload whose process died mid-way;
+ * an upload still running after it is refused (408), which at the default 512 MB limit needs a client
+ * slower than about 150 kB/s.
+ */
+export const UPLOAD_RESERVATION_TTL_MS = 60 * 60_000
+
 const listQuerySchema = z.looseObject({
   purpose: z.enum(FILE_PURPOSES).optional(),
   limit: z.coerce.number().int().min(1).max(10_000).default(10_000),
@@ -53,7 +60,8 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
       )
     }
     const accountId = request.account.id
-    const reservation = await store.files.reserve(accountId, quota)
+    const reservedAt = deps.now()
+    const reservation = await store.files.reserve(accountId, quota, reservedAt, UPLOAD_RESERVATION_TTL_MS)
     if (!reservation.ok) {
       drainRequest(request)
       throw reservation.reason === 'files'
@@ -130,8 +138,15 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
         contentType: toStoredContentType(declaredType, filename),
         storageKey: stored.key,
       }
-      const committed = await store.files.commit(reservation.token, file, quota)
+      const committedAt = deps.now()
+      const committed = await store.files.commit(reservation.token, file, quota, committedAt)
       token = undefined
+      if (!committed && committedAt >= reservedAt + UPLOAD_RESERVATION_TTL_MS) {
+        throw new GatewayError(
+          'request_timeout',
+          `the upload took longer than ${UPLOAD_RESERVATION_TTL_MS / 60_000} minutes, the most one may take; nothing was kept`,
+        )
+      }
       if (!committed) throw accountBytesExceeded(quota.maxBytes)
       stored = undefined
       request.log.info({ fileId: file.id, bytes: file.bytes, purpose: file.purpose }, 'file stored')

@@ -45,14 +45,17 @@ export interface FileListQuery {
 export interface FileStore {
   /**
    * Holds one file slot of the account's quota for an upload in progress, so parallel uploads cannot
-   * together exceed the file count. Every successful reservation ends in `commit` or `release`.
+   * together exceed the file count. Every successful reservation ends in `commit` or `release`, or
+   * expires at `now + ttlMs`, so an upload whose process died does not hold its slot forever.
    */
-  reserve(accountId: string, quota: FileQuota): Promise<FileReservation>
+  reserve(accountId: string, quota: FileQuota, now: number, ttlMs: number): Promise<FileReservation>
   /**
    * Turns the reservation into the file record, checking the byte quota atomically with the insert.
-   * False (and the reservation released) when the account's bytes would exceed `quota.maxBytes`.
+   * False (and the reservation released) when the account's bytes would exceed `quota.maxBytes`, and
+   * false (nothing else changed) when the reservation expired, was released or never existed.
    */
-  commit(token: string, file: StoredFile, quota: FileQuota): Promise<boolean>
+  commit(token: string, file: StoredFile, quota: FileQuota, now: number): Promise<boolean>
+  /** Frees the reservation's slot; nothing when it is already gone (committed, released, expired). */
   release(token: string): Promise<void>
   /** The account's own file, or null (also for another account's id). */
   get(accountId: string, id: string): Promise<StoredFile | null>
@@ -66,53 +69,60 @@ interface AccountFiles {
   /** Insertion order is commit order, oldest first. */
   files: Map<string, StoredFile>
   bytes: number
-  pending: number
+  /** Uploads in progress: token → expiresAt. */
+  pending: Map<string, number>
 }
 
 export function createMemoryFileStore(): FileStore {
   const accounts = new Map<string, AccountFiles>()
-  const reservations = new Map<string, string>()
+  const tokens = new Map<string, string>() // token → accountId
   let nextToken = 0
 
   const accountFiles = (accountId: string): AccountFiles => {
     let a = accounts.get(accountId)
     if (!a) {
-      a = { files: new Map(), bytes: 0, pending: 0 }
+      a = { files: new Map(), bytes: 0, pending: new Map() }
       accounts.set(accountId, a)
     }
     return a
   }
 
-  const releaseToken = (token: string): AccountFiles | null => {
-    const accountId = reservations.get(token)
+  /** Removes the token; its account's files, or null when the token is unknown (already gone). */
+  const dropToken = (token: string): { a: AccountFiles; expiresAt: number } | null => {
+    const accountId = tokens.get(token)
     if (accountId === undefined) return null
-    reservations.delete(token)
+    tokens.delete(token)
     const a = accountFiles(accountId)
-    a.pending--
-    return a
+    const expiresAt = a.pending.get(token) ?? 0
+    a.pending.delete(token)
+    return { a, expiresAt }
   }
 
   // Every check-and-update below runs without an await in between: atomic within one process.
   return {
-    async reserve(accountId, quota) {
+    async reserve(accountId, quota, now, ttlMs) {
       const a = accountFiles(accountId)
-      if (a.files.size + a.pending >= quota.maxFiles) return { ok: false, reason: 'files' }
+      for (const [token, expiresAt] of a.pending) if (expiresAt <= now) dropToken(token)
+      if (a.files.size + a.pending.size >= quota.maxFiles) return { ok: false, reason: 'files' }
       if (a.bytes >= quota.maxBytes) return { ok: false, reason: 'bytes' }
       const token = `r${++nextToken}`
-      reservations.set(token, accountId)
-      a.pending++
+      tokens.set(token, accountId)
+      a.pending.set(token, now + ttlMs)
       return { ok: true, token, bytesLeft: quota.maxBytes - a.bytes }
     },
-    async commit(token, file, quota) {
-      if (reservations.get(token) !== file.accountId) throw new Error('unknown file reservation')
-      const a = releaseToken(token)!
+    async commit(token, file, quota, now) {
+      const owner = tokens.get(token)
+      if (owner === undefined) return false
+      if (owner !== file.accountId) throw new Error('file reservation of another account')
+      const { a, expiresAt } = dropToken(token)!
+      if (expiresAt <= now) return false
       if (a.bytes + file.bytes > quota.maxBytes) return false
       a.files.set(file.id, { ...file })
       a.bytes += file.bytes
       return true
     },
     async release(token) {
-      releaseToken(token)
+      dropToken(token)
     },
     async get(accountId, id) {
       const f = accounts.get(accountId)?.files.get(id)
@@ -137,7 +147,7 @@ export function createMemoryFileStore(): FileStore {
       if (!a || !f) return null
       a.files.delete(id)
       a.bytes -= f.bytes
-      return f
+      return { ...f }
     },
     async usage(accountId) {
       const a = accounts.get(accountId)

@@ -7,56 +7,117 @@ import type {
   GenerationStore,
   LedgerStore,
   RateLimitStore,
-  Reservation,
   Store,
 } from './types.ts'
 
 // One process's state. Each method runs to completion without awaiting in between, which is what
-// makes every read-modify-write atomic here; the Redis backend gets the same from scripts.
+// makes every read-modify-write atomic here (a SQL backend gets the same from one transaction).
+// Nothing handed in or out is the store's own object: inputs are copied in, results copied out.
 
-export function createMemoryAccountStore(): AccountStore {
-  const accounts = new Map<string, Account>()
-  const keys = new Map<string, ApiKeyRecord>() // by hash
-  const copy = (a: Account): Account => ({
-    ...a,
-    modelDiscountsPpm: { ...a.modelDiscountsPpm },
-    rateLimits: { ...a.rateLimits },
-  })
+export interface MemoryStoreOptions {
+  /** Rate limits from another backend; the group of accounts, ledger, generations and files stays here. */
+  rateLimits?: RateLimitStore
+  /**
+   * Generation records kept per account, the oldest dropped beyond it (default 50 000). A settle is
+   * recognised as a repeat while its record is kept.
+   */
+  maxGenerationsPerAccount?: number
+}
+
+export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
+  const { accounts, ledger, generations } = createMemoryLedgerGroup(options.maxGenerationsPerAccount)
   return {
+    accounts,
+    files: createMemoryFileStore(),
+    ledger,
+    generations,
+    rateLimits: options.rateLimits ?? createMemoryRateLimitStore(),
+    async ping() {},
+    async close() {},
+  }
+}
+
+interface AccountState {
+  account: Account
+  credits: bigint
+  usage: bigint
+  reservations: Map<string, { amount: bigint; expiresAt: number }>
+  /** Generation ids, oldest settled first. */
+  generations: string[]
+}
+
+/** Accounts, their ledger and generation records over one state, so create and settle are one step. */
+function createMemoryLedgerGroup(maxPerAccount = 50_000): {
+  accounts: AccountStore
+  ledger: LedgerStore
+  generations: GenerationStore
+} {
+  const states = new Map<string, AccountState>()
+  const keys = new Map<string, ApiKeyRecord>() // by hash
+  const records = new Map<string, GenerationRecord>()
+
+  const mustGet = (accountId: string): AccountState => {
+    const s = states.get(accountId)
+    if (!s) throw new Error(`unknown account ${accountId}`)
+    return s
+  }
+  // Expired reservations (their request crashed or hung) stop counting against the balance.
+  const openReserved = (s: AccountState, now: number): bigint => {
+    let sum = 0n
+    for (const [id, r] of s.reservations) {
+      if (r.expiresAt <= now) s.reservations.delete(id)
+      else sum += r.amount
+    }
+    return sum
+  }
+  const creditsOf = (s: AccountState, now: number) => ({
+    totalCredits: s.credits,
+    totalUsage: s.usage,
+    reserved: openReserved(s, now),
+  })
+
+  const accounts: AccountStore = {
     async findByKeyHash(keyHash) {
       const key = keys.get(keyHash)
-      const account = key && accounts.get(key.accountId)
-      return account ? copy(account) : null
+      const s = key && states.get(key.accountId)
+      return s ? structuredClone(s.account) : null
     },
     async get(id) {
-      const a = accounts.get(id)
-      return a ? copy(a) : null
+      const s = states.get(id)
+      return s ? structuredClone(s.account) : null
     },
-    async create(account) {
-      if (accounts.has(account.id)) return false
-      accounts.set(account.id, copy(account))
+    async create(account, initialCredits) {
+      if (states.has(account.id)) return false
+      states.set(account.id, {
+        account: structuredClone(account),
+        credits: initialCredits,
+        usage: 0n,
+        reservations: new Map(),
+        generations: [],
+      })
       return true
     },
     async update(id, patch) {
-      const a = accounts.get(id)
-      if (!a) return null
-      const next = copy({ ...a, ...patch })
-      accounts.set(id, next)
-      return copy(next)
+      const s = states.get(id)
+      if (!s) return null
+      s.account = structuredClone({ ...s.account, ...patch, id, createdAt: s.account.createdAt })
+      return structuredClone(s.account)
     },
     async list() {
-      return [...accounts.values()]
+      return [...states.values()]
+        .map((s) => s.account)
         .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
-        .map(copy)
+        .map((a) => structuredClone(a))
     },
     async addKey(key) {
-      if (!accounts.has(key.accountId)) throw new Error(`unknown account ${key.accountId}`)
+      mustGet(key.accountId)
       keys.set(key.hash, { ...key })
     },
     async listKeys(accountId) {
       return [...keys.values()]
         .filter((k) => k.accountId === accountId)
-        .sort((a, b) => a.createdAt - b.createdAt)
+        .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
+        .map((k) => ({ ...k }))
     },
     async removeKey(accountId, keyId) {
       for (const [hash, k] of keys) {
@@ -65,84 +126,58 @@ export function createMemoryAccountStore(): AccountStore {
       return false
     },
   }
-}
 
-interface LedgerEntry {
-  credits: bigint
-  usage: bigint
-  reservations: Map<string, { amount: bigint; expiresAt: number }>
-}
-
-export function createMemoryLedgerStore(): LedgerStore {
-  const entries = new Map<string, LedgerEntry>()
-  const entry = (accountId: string): LedgerEntry => {
-    let e = entries.get(accountId)
-    if (!e) {
-      e = { credits: 0n, usage: 0n, reservations: new Map() }
-      entries.set(accountId, e)
-    }
-    return e
-  }
-  // Expired reservations (their request crashed or hung) stop counting against the balance.
-  const openReserved = (e: LedgerEntry, now: number): bigint => {
-    let sum = 0n
-    for (const [id, r] of e.reservations) {
-      if (r.expiresAt <= now) e.reservations.delete(id)
-      else sum += r.amount
-    }
-    return sum
-  }
-  return {
-    async open(accountId, initialCredits) {
-      if (!entries.has(accountId)) entry(accountId).credits = initialCredits
-    },
+  const ledger: LedgerStore = {
     async credits(accountId, now) {
-      const e = entry(accountId)
-      return { totalCredits: e.credits, totalUsage: e.usage, reserved: openReserved(e, now) }
+      const s = states.get(accountId)
+      return s ? creditsOf(s, now) : { totalCredits: 0n, totalUsage: 0n, reserved: 0n }
     },
-    async addCredits(accountId, amount) {
-      const e = entry(accountId)
-      e.credits += amount
-      return { totalCredits: e.credits, totalUsage: e.usage, reserved: openReserved(e, Date.now()) }
+    async addCredits(accountId, amount, now) {
+      const s = mustGet(accountId)
+      s.credits += amount
+      return creditsOf(s, now)
     },
     async reserve(accountId, id, upperBound, now, ttlMs) {
-      const e = entry(accountId)
-      const available = e.credits - e.usage - openReserved(e, now)
+      const s = states.get(accountId)
+      if (!s) return null
+      const available = s.credits - s.usage - openReserved(s, now)
       if (available <= 0n) return null
       const amount = upperBound < available ? upperBound : available
-      e.reservations.set(id, { amount, expiresAt: now + ttlMs })
-      return { id, accountId, amount }
+      const expiresAt = now + ttlMs
+      s.reservations.set(id, { amount, expiresAt })
+      return { id, accountId, amount, expiresAt }
     },
-    async settle(reservation: Reservation, cost) {
-      const e = entry(reservation.accountId)
-      e.reservations.delete(reservation.id)
-      e.usage += cost
+    async renew(ref, now, ttlMs) {
+      const r = states.get(ref.accountId)?.reservations.get(ref.id)
+      if (!r || r.expiresAt <= now) return false
+      r.expiresAt = now + ttlMs
+      return true
     },
-    async release(reservation) {
-      entry(reservation.accountId).reservations.delete(reservation.id)
+    async settle(ref, record) {
+      if (record.accountId !== ref.accountId) {
+        throw new Error(`generation ${record.generationId} settled against another account's reservation`)
+      }
+      const s = mustGet(ref.accountId)
+      if (records.has(record.generationId)) return false
+      s.reservations.delete(ref.id)
+      s.usage += record.cost
+      records.set(record.generationId, structuredClone(record))
+      s.generations.push(record.generationId)
+      if (s.generations.length > maxPerAccount) records.delete(s.generations.shift() as string)
+      return true
+    },
+    async release(ref) {
+      states.get(ref.accountId)?.reservations.delete(ref.id)
     },
   }
-}
 
-/** Keeps at most `maxPerAccount` records per account in memory, dropping the oldest. */
-export function createMemoryGenerationStore(maxPerAccount = 50_000): GenerationStore {
-  const records = new Map<string, GenerationRecord>()
-  const byAccount = new Map<string, string[]>() // oldest first
-  return {
-    async put(record) {
-      if (records.has(record.generationId))
-        throw new Error(`generation ${record.generationId} already recorded`)
-      records.set(record.generationId, record)
-      let ids = byAccount.get(record.accountId)
-      if (!ids) byAccount.set(record.accountId, (ids = []))
-      ids.push(record.generationId)
-      if (ids.length > maxPerAccount) records.delete(ids.shift() as string)
-    },
+  const generations: GenerationStore = {
     async get(id) {
-      return records.get(id) ?? null
+      const r = records.get(id)
+      return r ? structuredClone(r) : null
     },
     async listByAccount(accountId, { limit, before }) {
-      const ids = byAccount.get(accountId) ?? []
+      const ids = states.get(accountId)?.generations ?? []
       let end = ids.length
       if (before !== undefined) {
         const at = ids.lastIndexOf(before)
@@ -152,10 +187,12 @@ export function createMemoryGenerationStore(maxPerAccount = 50_000): GenerationS
       const data = ids
         .slice(start, end)
         .reverse()
-        .map((id) => records.get(id) as GenerationRecord)
+        .map((id) => structuredClone(records.get(id) as GenerationRecord))
       return { data, nextCursor: start > 0 && data.length > 0 ? (data.at(-1)?.generationId ?? null) : null }
     },
   }
+
+  return { accounts, ledger, generations }
 }
 
 export function createMemoryRateLimitStore(): RateLimitStore {
@@ -174,35 +211,33 @@ export function createMemoryRateLimitStore(): RateLimitStore {
     return w
   }
   return {
-    async consume(key, amount, limit, windowMs, now) {
-      const w = windowOf(key, windowMs, now)
-      // Sliding estimate: the previous window weighs as much as it still overlaps the last windowMs.
-      const weight = 1 - (now - w.start) / windowMs
-      const used = Math.ceil(w.previous * weight) + w.current
-      const allowed = used + amount <= limit
-      if (allowed) w.current += amount
+    async consume(checks, windowMs, now) {
+      // What earlier checks of this call would add, should one key appear twice.
+      const pending = new Map<string, number>()
+      const seen = checks.map((check) => {
+        const w = windowOf(check.key, windowMs, now)
+        // Sliding estimate: the previous window weighs as much as it still overlaps the last windowMs.
+        const weight = 1 - (now - w.start) / windowMs
+        const before = pending.get(check.key) ?? 0
+        const used = Math.ceil(w.previous * weight) + w.current + before
+        pending.set(check.key, before + check.amount)
+        return { check, w, used, fits: used + check.amount <= check.limit }
+      })
+      const allowed = seen.every((s) => s.fits)
+      if (allowed) for (const s of seen) s.w.current += s.check.amount
       return {
         allowed,
-        limit,
-        remaining: Math.max(0, limit - used - (allowed ? amount : 0)),
-        resetAt: w.start + windowMs,
+        decisions: seen.map(({ check, w, used, fits }) => ({
+          allowed: fits,
+          limit: check.limit,
+          remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
+          resetAt: w.start + windowMs,
+        })),
       }
     },
     async adjust(key, delta, windowMs, now) {
       const w = windowOf(key, windowMs, now)
       w.current = Math.max(0, w.current + delta)
     },
-  }
-}
-
-export function createMemoryStore(): Store {
-  return {
-    accounts: createMemoryAccountStore(),
-    files: createMemoryFileStore(),
-    ledger: createMemoryLedgerStore(),
-    generations: createMemoryGenerationStore(),
-    rateLimits: createMemoryRateLimitStore(),
-    async ping() {},
-    async close() {},
   }
 }

@@ -2,8 +2,20 @@ import type { FileStore } from './files.ts'
 import type { Money } from '../billing/money.ts'
 
 // The state interfaces. Routes and services only see these; memory.ts implements them for one
-// instance, and a Redis backend will implement the same ones for several instances sharing the load.
-// Every method is async and every read-modify-write is one method, so a backend can make it atomic.
+// instance, and SQL backends (SQLite, PostgreSQL) implement the same ones durably. Every method is async
+// and every read-modify-write is one method, so a backend can make it one transaction. One contract
+// suite (test/contract/store.ts) runs against every backend.
+//
+// Backends can be mixed: accounts, ledger, generations and files form one group (account creation
+// opens the ledger, settle charges and records in one step), while rate limits are independent and
+// may come from another backend (e.g. a shared fast counter in front of a SQL ledger).
+//
+// Times are the caller's `now` (Unix ms), never the backend's clock, so a test drives expiry.
+//
+// Money: amounts are bigint picodollars and must round-trip exactly. 1e9 USD (the most config gives
+// an account; the admin API can add more) is 1e21 picodollars, beyond a 64-bit integer (9.22e18): a
+// backend stores money in a column that holds it exactly (NUMERIC in SQL, a decimal string
+// elsewhere), never BIGINT or a float.
 
 export interface RateLimits {
   requestsPerMinute?: number
@@ -35,12 +47,18 @@ export interface AccountStore {
   /** The account owning the API key whose SHA-256 is `keyHash`, or null. */
   findByKeyHash(keyHash: string): Promise<Account | null>
   get(id: string): Promise<Account | null>
-  /** Creates the account; false (and nothing changed) when the id exists. */
-  create(account: Account): Promise<boolean>
+  /**
+   * Creates the account and opens its ledger with `initialCredits`, atomically; false (and nothing
+   * changed) when the id exists.
+   */
+  create(account: Account, initialCredits: Money): Promise<boolean>
   /** Applies a partial update; null when the account does not exist. */
   update(id: string, patch: Partial<Omit<Account, 'id' | 'createdAt'>>): Promise<Account | null>
+  /** Oldest first (createdAt, then id). */
   list(): Promise<Account[]>
+  /** Adds the key, or replaces the record of a key with the same hash (so re-adding is idempotent). */
   addKey(key: ApiKeyRecord): Promise<void>
+  /** Oldest first. */
   listKeys(accountId: string): Promise<ApiKeyRecord[]>
   /** Revokes one of the account's keys; false when it has no such key. */
   removeKey(accountId: string, keyId: string): Promise<boolean>
@@ -53,17 +71,26 @@ export interface Credits {
   reserved: Money
 }
 
-export interface Reservation {
+export interface ReservationRef {
+  /** The generation id of the request holding it; unique per account. */
   id: string
   accountId: string
-  amount: Money
 }
 
+export interface Reservation extends ReservationRef {
+  amount: Money
+  /** Unix ms from which it no longer holds anything. */
+  expiresAt: number
+}
+
+/**
+ * Credits, usage and reservations of the accounts. A ledger exists exactly for the accounts that
+ * `AccountStore.create` made: `credits` of an unknown account is all zero and `reserve` refuses it;
+ * `addCredits` and `settle` throw for it.
+ */
 export interface LedgerStore {
-  /** Sets the starting credits of an account the ledger has never seen; no-op otherwise. */
-  open(accountId: string, initialCredits: Money): Promise<void>
   credits(accountId: string, now: number): Promise<Credits>
-  addCredits(accountId: string, amount: Money): Promise<Credits>
+  addCredits(accountId: string, amount: Money, now: number): Promise<Credits>
   /**
    * Atomically: refuse (null) when credits − usage − open reservations is not above zero; otherwise
    * hold min(upperBound, that available amount) until `now + ttlMs`.
@@ -75,9 +102,17 @@ export interface LedgerStore {
     now: number,
     ttlMs: number,
   ): Promise<Reservation | null>
-  /** Atomically replaces the reservation by the actual cost (usage grows by `cost`). */
-  settle(reservation: Reservation, cost: Money): Promise<void>
-  release(reservation: Reservation): Promise<void>
+  /** Extends an open reservation to `now + ttlMs`; false when it is gone (settled, released or expired). */
+  renew(reservation: ReservationRef, now: number, ttlMs: number): Promise<boolean>
+  /**
+   * Atomically: drops the reservation (if still there), adds `record.cost` to the account's usage and
+   * stores the generation record. Exactly once per generationId: a second settle with the same
+   * generationId changes nothing and returns false. Works with an expired or unknown reservation too
+   * (the cost is still charged: a request that outlived its hold is billed, never lost).
+   */
+  settle(reservation: ReservationRef, record: GenerationRecord): Promise<boolean>
+  /** Drops the reservation; nothing when it is already gone. */
+  release(reservation: ReservationRef): Promise<void>
 }
 
 export type CostSource = 'upstream' | 'estimate'
@@ -121,10 +156,13 @@ export interface GenerationPage {
   nextCursor: string | null
 }
 
+/** Reads only: records are written by `LedgerStore.settle`, together with their charge. */
 export interface GenerationStore {
-  put(record: GenerationRecord): Promise<void>
   get(generationId: string): Promise<GenerationRecord | null>
-  /** The account's records, newest first. */
+  /**
+   * The account's records, newest (most recently settled) first. `before` is a `nextCursor`; an
+   * unknown one gives an empty page.
+   */
   listByAccount(accountId: string, options: { limit: number; before?: string }): Promise<GenerationPage>
 }
 
@@ -136,9 +174,23 @@ export interface RateDecision {
   resetAt: number
 }
 
+export interface RateCheck {
+  key: string
+  amount: number
+  limit: number
+}
+
 export interface RateLimitStore {
-  /** Sliding one-window counter: counts `amount` when it fits under `limit`, refuses otherwise. */
-  consume(key: string, amount: number, limit: number, windowMs: number, now: number): Promise<RateDecision>
+  /**
+   * All-or-nothing over every check (sliding one-window counters): when all fit, counts all and
+   * `allowed` is true; otherwise counts nothing. `decisions[i]` answers `checks[i]`: its `allowed`
+   * says whether that check fits, its `remaining` is what is left after this call.
+   */
+  consume(
+    checks: readonly RateCheck[],
+    windowMs: number,
+    now: number,
+  ): Promise<{ allowed: boolean; decisions: RateDecision[] }>
   /** Corrects an earlier estimate by `delta` (may be negative) in the current window. */
   adjust(key: string, delta: number, windowMs: number, now: number): Promise<void>
 }

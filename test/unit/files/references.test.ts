@@ -33,9 +33,9 @@ function memoryStorage(objects: Record<string, Buffer>): FileStorage & { reads: 
 
 async function seed(store: FileStore, file: Omit<StoredFile, 'createdAt' | 'purpose'>): Promise<void> {
   const quota = { maxFiles: 100, maxBytes: 1e9 }
-  const r = await store.reserve(file.accountId, quota)
+  const r = await store.reserve(file.accountId, quota, 0, 60_000)
   if (!r.ok) throw new Error('reserve')
-  await store.commit(r.token, { ...file, createdAt: 0, purpose: 'user_data' }, quota)
+  await store.commit(r.token, { ...file, createdAt: 0, purpose: 'user_data' }, quota, 0)
 }
 
 async function setup(

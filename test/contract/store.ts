@@ -1,0 +1,668 @@
+import { createHash, randomUUID } from 'node:crypto'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { usd } from '../../src/billing/money.ts'
+import type { FileQuota, StoredFile } from '../../src/store/files.ts'
+import type { Account, ApiKeyRecord, GenerationRecord, Store } from '../../src/store/types.ts'
+
+// The one contract of the Store interfaces. Every backend runs it (memory.contract.test.ts, and the
+// SQL backends next): what passes here is what routes and metering may rely on.
+//
+// Each test opens its own store and uses ids of its own, so a backend may share one database
+// between tests. Times are plain numbers: the store never reads a clock.
+
+const MINUTE = 60_000
+
+/** A fresh id, unique across tests and runs. */
+const uid = (prefix: string): string => `${prefix}-${randomUUID()}`
+
+export function accountFixture(id: string, over: Partial<Account> = {}): Account {
+  return {
+    id,
+    name: `name of ${id}`,
+    createdAt: 1_700_000_000_000,
+    discountPpm: 250_000,
+    modelDiscountsPpm: { 'mock/chat': 500_000 },
+    rateLimits: { requestsPerMinute: 10, tokensPerMinute: 1000 },
+    ...over,
+  }
+}
+
+export function generationFixture(
+  generationId: string,
+  accountId: string,
+  over: Partial<GenerationRecord> = {},
+): GenerationRecord {
+  return {
+    generationId,
+    accountId,
+    api: '/v1/chat/completions',
+    model: 'mock/chat',
+    provider: 'mock',
+    createdAt: 1_700_000_000_000,
+    generationTimeMs: 120,
+    latencyMs: 40,
+    streamed: true,
+    finishReason: 'stop',
+    cancelled: false,
+    costSource: 'upstream',
+    usage: {
+      prompt_tokens: 10,
+      completion_tokens: 5,
+      total_tokens: 15,
+      prompt_tokens_details: { cached_tokens: 2, cache_write_tokens: 0, audio_tokens: 0, video_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 1, image_tokens: 0, audio_tokens: 0 },
+    },
+    upstreamCost: 4_000_000n,
+    discountPpm: 250_000,
+    discount: 1_000_000n,
+    cost: 3_000_000n,
+    ...over,
+  }
+}
+
+let fileCounter = 0
+function fileFixture(accountId: string, over: Partial<StoredFile> = {}): StoredFile {
+  const n = ++fileCounter
+  return {
+    id: uid(`file-${n}`),
+    accountId,
+    bytes: 100,
+    createdAt: 1_700_000_000_000 + n * 1000,
+    filename: `f${n}.txt`,
+    purpose: 'user_data',
+    contentType: 'text/plain',
+    storageKey: uid('key'),
+    ...over,
+  }
+}
+
+const keyFixture = (accountId: string, secret = uid('sk')): ApiKeyRecord => ({
+  id: uid('key'),
+  accountId,
+  hash: createHash('sha256').update(secret).digest('hex'),
+  prefix: secret.slice(0, 10),
+  createdAt: 1_700_000_000_000,
+})
+
+export function describeStoreContract(name: string, makeStore: () => Promise<Store>): void {
+  const open = async (): Promise<Store> => {
+    const store = await makeStore()
+    onTestFinished(() => store.close())
+    await store.ping()
+    return store
+  }
+
+  /** A store with one fresh account holding `credits`. */
+  const withAccount = async (credits: bigint) => {
+    const store = await open()
+    const id = uid('acct')
+    expect(await store.accounts.create(accountFixture(id), credits)).toBe(true)
+    return { store, id }
+  }
+
+  describe(`Store contract: ${name}`, () => {
+    describe('accounts', () => {
+      it('creates an account and opens its ledger exactly once', async () => {
+        const store = await open()
+        const id = uid('acct')
+        const account = accountFixture(id)
+        expect(await store.accounts.create(account, usd(5))).toBe(true)
+        expect(await store.accounts.get(id)).toEqual(account)
+        expect(await store.ledger.credits(id, 0)).toEqual({
+          totalCredits: usd(5),
+          totalUsage: 0n,
+          reserved: 0n,
+        })
+
+        // A second create changes nothing: neither the account nor its credits.
+        expect(await store.accounts.create(accountFixture(id, { name: 'other' }), usd(50))).toBe(false)
+        expect(await store.accounts.get(id)).toEqual(account)
+        expect((await store.ledger.credits(id, 0)).totalCredits).toBe(usd(5))
+      })
+
+      it('gets, updates and lists accounts; unknown ones are null', async () => {
+        const store = await open()
+        const older = accountFixture(uid('acct'), { createdAt: 1000 })
+        const newer = accountFixture(uid('acct'), { createdAt: 2000 })
+        await store.accounts.create(newer, 0n)
+        await store.accounts.create(older, 0n)
+        expect(await store.accounts.get(uid('missing'))).toBeNull()
+        expect(await store.accounts.update(uid('missing'), { name: 'x' })).toBeNull()
+
+        const updated = await store.accounts.update(older.id, {
+          name: 'renamed',
+          discountPpm: 0,
+          modelDiscountsPpm: {},
+          rateLimits: { requestsPerMinute: 3 },
+        })
+        const expected = {
+          ...older,
+          name: 'renamed',
+          discountPpm: 0,
+          modelDiscountsPpm: {},
+          rateLimits: { requestsPerMinute: 3 },
+        }
+        expect(updated).toEqual(expected)
+        expect(await store.accounts.get(older.id)).toEqual(expected)
+
+        const mine = (await store.accounts.list()).filter((a) => a.id === older.id || a.id === newer.id)
+        expect(mine.map((a) => a.id)).toEqual([older.id, newer.id])
+      })
+
+      it('finds an account by key hash; keys are listed, re-added idempotently and removed', async () => {
+        const { store, id } = await withAccount(0n)
+        const other = uid('acct')
+        await store.accounts.create(accountFixture(other), 0n)
+        const k1 = keyFixture(id)
+        const k2 = { ...keyFixture(id), createdAt: k1.createdAt + 1 }
+        await store.accounts.addKey(k1)
+        await store.accounts.addKey(k2)
+        await store.accounts.addKey(k1)
+
+        expect((await store.accounts.findByKeyHash(k1.hash))?.id).toBe(id)
+        expect(await store.accounts.findByKeyHash(keyFixture(id).hash)).toBeNull()
+        expect(await store.accounts.listKeys(id)).toEqual([k1, k2])
+        expect(await store.accounts.listKeys(other)).toEqual([])
+
+        expect(await store.accounts.removeKey(other, k1.id)).toBe(false)
+        expect(await store.accounts.removeKey(id, k1.id)).toBe(true)
+        expect(await store.accounts.removeKey(id, k1.id)).toBe(false)
+        expect(await store.accounts.findByKeyHash(k1.hash)).toBeNull()
+        expect((await store.accounts.findByKeyHash(k2.hash))?.id).toBe(id)
+      })
+    })
+
+    describe('ledger', () => {
+      it('adds credits, also negative amounts', async () => {
+        const { store, id } = await withAccount(usd(5))
+        expect(await store.ledger.addCredits(id, usd('0.5'), 0)).toEqual({
+          totalCredits: usd('5.5'),
+          totalUsage: 0n,
+          reserved: 0n,
+        })
+        await store.ledger.addCredits(id, usd(-2), 0)
+        expect((await store.ledger.credits(id, 0)).totalCredits).toBe(usd('3.5'))
+      })
+
+      it('reports zeros for an unknown account and refuses to reserve for it', async () => {
+        const store = await open()
+        const id = uid('missing')
+        expect(await store.ledger.credits(id, 0)).toEqual({ totalCredits: 0n, totalUsage: 0n, reserved: 0n })
+        expect(await store.ledger.reserve(id, uid('g'), 1n, 0, 1000)).toBeNull()
+      })
+
+      it('reserves up to what is available and refuses when nothing is left', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r1 = await store.ledger.reserve(id, 'g1', usd('0.6'), 0, 1000)
+        expect(r1).toEqual({ id: 'g1', accountId: id, amount: usd('0.6'), expiresAt: 1000 })
+        // Only 0.4 is left: the next reservation is capped to it.
+        const r2 = await store.ledger.reserve(id, 'g2', usd('0.6'), 0, 1000)
+        expect(r2?.amount).toBe(usd('0.4'))
+        expect(await store.ledger.reserve(id, 'g3', 1n, 0, 1000)).toBeNull()
+        expect(await store.ledger.credits(id, 0)).toEqual({
+          totalCredits: usd(1),
+          totalUsage: 0n,
+          reserved: usd(1),
+        })
+
+        const empty = await withAccount(0n)
+        expect(await empty.store.ledger.reserve(empty.id, 'g1', 1n, 0, 1000)).toBeNull()
+      })
+
+      it('refuses when usage took the balance below zero', async () => {
+        const { store, id } = await withAccount(usd(1))
+        await store.ledger.settle(
+          { id: 'g1', accountId: id },
+          generationFixture(uid('g'), id, { cost: usd(2) }),
+        )
+        expect(await store.ledger.reserve(id, 'g2', 1n, 0, 1000)).toBeNull()
+        await store.ledger.addCredits(id, usd(1), 0)
+        expect(await store.ledger.reserve(id, 'g2', 1n, 0, 1000)).toBeNull()
+        await store.ledger.addCredits(id, 1n, 0)
+        expect((await store.ledger.reserve(id, 'g2', usd(1), 0, 1000))?.amount).toBe(1n)
+      })
+
+      it('admits exactly as many concurrent reservations as the credits cover', async () => {
+        const each = usd('0.25')
+        const { store, id } = await withAccount(each * 20n)
+        const results = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => store.ledger.reserve(id, `g${i}`, each, 0, MINUTE)),
+        )
+        const admitted = results.filter((r) => r !== null)
+        expect(admitted).toHaveLength(20)
+        expect(admitted.every((r) => r.amount === each)).toBe(true)
+        expect(new Set(admitted.map((r) => r.id)).size).toBe(20)
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(each * 20n)
+      })
+
+      it('lets reservations expire by the caller’s now', async () => {
+        const { store, id } = await withAccount(usd(1))
+        await store.ledger.reserve(id, 'g1', usd(1), 0, 1000)
+        expect((await store.ledger.credits(id, 999)).reserved).toBe(usd(1))
+        expect(await store.ledger.reserve(id, 'g2', 1n, 999, 1000)).toBeNull()
+        expect((await store.ledger.credits(id, 1000)).reserved).toBe(0n)
+        expect((await store.ledger.reserve(id, 'g2', usd(1), 1000, 1000))?.amount).toBe(usd(1))
+      })
+
+      it('renews an open reservation, and not one that expired, was settled or released', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r = (await store.ledger.reserve(id, 'g1', usd(1), 0, 1000))!
+        expect(await store.ledger.renew(r, 900, 1000)).toBe(true)
+        // Held past its first expiry.
+        expect((await store.ledger.credits(id, 1500)).reserved).toBe(usd(1))
+        expect(await store.ledger.reserve(id, 'g2', 1n, 1500, 1000)).toBeNull()
+        expect(await store.ledger.renew(r, 1900, 1000)).toBe(false)
+        expect((await store.ledger.credits(id, 1900)).reserved).toBe(0n)
+
+        const settled = (await store.ledger.reserve(id, 'g3', usd('0.1'), 2000, 1000))!
+        await store.ledger.settle(settled, generationFixture(uid('g'), id))
+        expect(await store.ledger.renew(settled, 2100, 1000)).toBe(false)
+        const released = (await store.ledger.reserve(id, 'g4', usd('0.1'), 2000, 1000))!
+        await store.ledger.release(released)
+        expect(await store.ledger.renew(released, 2100, 1000)).toBe(false)
+        expect(await store.ledger.renew({ id: 'never', accountId: id }, 2100, 1000)).toBe(false)
+      })
+
+      it('settles the charge and the record together, once per generation id', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 1000))!
+        const record = generationFixture(uid('gen'), id, { cost: usd('0.1') })
+        expect(await store.ledger.settle(r, record)).toBe(true)
+        expect(await store.ledger.credits(id, 0)).toEqual({
+          totalCredits: usd(1),
+          totalUsage: usd('0.1'),
+          reserved: 0n,
+        })
+        expect(await store.generations.get(record.generationId)).toEqual(record)
+
+        // A repeat changes nothing: no second charge, the first record stays, another hold stays.
+        const other = (await store.ledger.reserve(id, 'g2', usd('0.2'), 0, 1000))!
+        expect(await store.ledger.settle(other, { ...record, cost: usd('0.3') })).toBe(false)
+        expect(await store.ledger.credits(id, 0)).toEqual({
+          totalCredits: usd(1),
+          totalUsage: usd('0.1'),
+          reserved: usd('0.2'),
+        })
+        expect(await store.generations.get(record.generationId)).toEqual(record)
+        expect((await store.generations.listByAccount(id, { limit: 10 })).data).toHaveLength(1)
+      })
+
+      it('charges a request that outlived its hold, or never had one', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 1000))!
+        expect((await store.ledger.credits(id, 5000)).reserved).toBe(0n)
+        expect(await store.ledger.settle(r, generationFixture(uid('gen'), id, { cost: usd('0.7') }))).toBe(
+          true,
+        )
+        const unknown = { id: 'never-reserved', accountId: id }
+        expect(
+          await store.ledger.settle(unknown, generationFixture(uid('gen'), id, { cost: usd('0.2') })),
+        ).toBe(true)
+        expect(await store.ledger.credits(id, 5000)).toEqual({
+          totalCredits: usd(1),
+          totalUsage: usd('0.9'),
+          reserved: 0n,
+        })
+        expect((await store.generations.listByAccount(id, { limit: 10 })).data).toHaveLength(2)
+      })
+
+      it('release frees the hold; releasing again or an unknown one is harmless', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r = (await store.ledger.reserve(id, 'g1', usd(1), 0, 1000))!
+        await store.ledger.release(r)
+        await store.ledger.release(r)
+        await store.ledger.release({ id: 'never', accountId: id })
+        expect(await store.ledger.credits(id, 0)).toEqual({
+          totalCredits: usd(1),
+          totalUsage: 0n,
+          reserved: 0n,
+        })
+        expect((await store.ledger.reserve(id, 'g2', usd(1), 0, 1000))?.amount).toBe(usd(1))
+      })
+
+      it('keeps 5e9 USD of credits and a usage of one picodollar exact', async () => {
+        const big = usd('5000000000')
+        const { store, id } = await withAccount(big)
+        const record = generationFixture(uid('gen'), id, { upstreamCost: big + 1n, discount: big, cost: 1n })
+        await store.ledger.settle({ id: 'g1', accountId: id }, record)
+        const c = await store.ledger.credits(id, 0)
+        expect(c).toEqual({ totalCredits: 5_000_000_000_000_000_000_000n, totalUsage: 1n, reserved: 0n })
+        expect(c.totalCredits - c.totalUsage).toBe(4_999_999_999_999_999_999_999n)
+        expect(await store.generations.get(record.generationId)).toEqual(record)
+        // The whole balance can be reserved, to the picodollar.
+        expect((await store.ledger.reserve(id, 'g2', big * 2n, 0, 1000))?.amount).toBe(big - 1n)
+        await store.ledger.release({ id: 'g2', accountId: id })
+        expect((await store.ledger.addCredits(id, big, 0)).totalCredits).toBe(big * 2n)
+      })
+    })
+
+    describe('generations', () => {
+      it('pages an account’s records newest first with a cursor', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const other = uid('acct')
+        await store.accounts.create(accountFixture(other), usd(1))
+        const ids = [1, 2, 3, 4, 5].map((i) => uid(`g${i}`))
+        for (const [i, g] of ids.entries()) {
+          await store.ledger.settle(
+            { id: g, accountId: id },
+            generationFixture(g, id, { createdAt: 1000 + i }),
+          )
+        }
+        const foreign = uid('g')
+        await store.ledger.settle({ id: foreign, accountId: other }, generationFixture(foreign, other))
+
+        const p1 = await store.generations.listByAccount(id, { limit: 2 })
+        expect(p1.data.map((r) => r.generationId)).toEqual([ids[4], ids[3]])
+        const p2 = await store.generations.listByAccount(id, { limit: 2, before: p1.nextCursor! })
+        expect(p2.data.map((r) => r.generationId)).toEqual([ids[2], ids[1]])
+        const p3 = await store.generations.listByAccount(id, { limit: 2, before: p2.nextCursor! })
+        expect(p3.data.map((r) => r.generationId)).toEqual([ids[0]])
+        expect(p3.nextCursor).toBeNull()
+
+        expect((await store.generations.listByAccount(id, { limit: 5 })).nextCursor).toBeNull()
+        expect(await store.generations.listByAccount(id, { limit: 2, before: uid('unknown') })).toEqual({
+          data: [],
+          nextCursor: null,
+        })
+        expect(
+          (await store.generations.listByAccount(other, { limit: 10 })).data.map((r) => r.generationId),
+        ).toEqual([foreign])
+        expect(await store.generations.listByAccount(uid('missing'), { limit: 10 })).toEqual({
+          data: [],
+          nextCursor: null,
+        })
+        expect(await store.generations.get(uid('missing'))).toBeNull()
+      })
+    })
+
+    describe('rate limits', () => {
+      it('counts within a window, refuses past the limit, and slides', async () => {
+        const store = await open()
+        const k = uid('rpm')
+        const one = (t: number) => store.rateLimits.consume([{ key: k, amount: 1, limit: 2 }], MINUTE, t)
+        expect(await one(0)).toEqual({
+          allowed: true,
+          decisions: [{ allowed: true, limit: 2, remaining: 1, resetAt: MINUTE }],
+        })
+        expect((await one(1)).decisions[0]!.remaining).toBe(0)
+        expect(await one(2)).toEqual({
+          allowed: false,
+          decisions: [{ allowed: false, limit: 2, remaining: 0, resetAt: MINUTE }],
+        })
+        // Half-way through the next window the previous one still weighs half: 2 × 0.5 = 1 used.
+        expect((await one(MINUTE + MINUTE / 2)).allowed).toBe(true)
+        expect((await one(MINUTE + MINUTE / 2)).allowed).toBe(false)
+        // Two windows later nothing of it is left.
+        expect((await one(3 * MINUTE)).decisions[0]!.remaining).toBe(1)
+      })
+
+      it('is all-or-nothing across checks', async () => {
+        const store = await open()
+        const a = uid('rpm')
+        const b = uid('tpm')
+        const refused = await store.rateLimits.consume(
+          [
+            { key: a, amount: 1, limit: 1 },
+            { key: b, amount: 5, limit: 3 },
+          ],
+          MINUTE,
+          0,
+        )
+        expect(refused.allowed).toBe(false)
+        expect(refused.decisions.map((d) => d.allowed)).toEqual([true, false])
+        expect(refused.decisions.map((d) => d.limit)).toEqual([1, 3])
+
+        // Nothing was counted: `a` still has its one unit, `b` its three.
+        const both = await store.rateLimits.consume(
+          [
+            { key: a, amount: 1, limit: 1 },
+            { key: b, amount: 3, limit: 3 },
+          ],
+          MINUTE,
+          1,
+        )
+        expect(both).toEqual({
+          allowed: true,
+          decisions: [
+            { allowed: true, limit: 1, remaining: 0, resetAt: MINUTE },
+            { allowed: true, limit: 3, remaining: 0, resetAt: MINUTE },
+          ],
+        })
+        // Both were counted.
+        expect((await store.rateLimits.consume([{ key: a, amount: 1, limit: 1 }], MINUTE, 2)).allowed).toBe(
+          false,
+        )
+        expect((await store.rateLimits.consume([{ key: b, amount: 1, limit: 3 }], MINUTE, 2)).allowed).toBe(
+          false,
+        )
+        expect(await store.rateLimits.consume([], MINUTE, 2)).toEqual({ allowed: true, decisions: [] })
+      })
+
+      it('admits exactly the limit of concurrent consumes', async () => {
+        const store = await open()
+        const k = uid('rpm')
+        const results = await Promise.all(
+          Array.from({ length: 30 }, () =>
+            store.rateLimits.consume([{ key: k, amount: 1, limit: 12 }], MINUTE, 0),
+          ),
+        )
+        expect(results.filter((r) => r.allowed)).toHaveLength(12)
+      })
+
+      it('adjust corrects an estimate, both ways', async () => {
+        const store = await open()
+        const t = uid('tpm')
+        const take = (amount: number) => store.rateLimits.consume([{ key: t, amount, limit: 100 }], MINUTE, 0)
+        await take(90)
+        await store.rateLimits.adjust(t, -80, MINUTE, 0)
+        expect((await take(85)).allowed).toBe(true)
+        // 95 used: 6 more do not fit. Raised by 3 to 98, 3 do not fit and 2 do.
+        expect((await take(6)).allowed).toBe(false)
+        await store.rateLimits.adjust(t, 3, MINUTE, 0)
+        expect((await take(3)).allowed).toBe(false)
+        expect((await take(2)).allowed).toBe(true)
+      })
+    })
+
+    describe('files', () => {
+      const quota: FileQuota = { maxFiles: 3, maxBytes: 1000 }
+      const TTL = MINUTE
+
+      const add = async (store: Store, file: StoredFile, q: FileQuota = quota): Promise<StoredFile> => {
+        const r = await store.files.reserve(file.accountId, q, 0, TTL)
+        if (!r.ok) throw new Error(`reserve failed: ${r.reason}`)
+        expect(await store.files.commit(r.token, file, q, 0)).toBe(true)
+        return file
+      }
+
+      it('gets, lists newest first, filters by purpose and deletes, per account only', async () => {
+        const store = await open()
+        const alice = uid('alice')
+        const bob = uid('bob')
+        const a1 = await add(store, fileFixture(alice))
+        const a2 = await add(store, fileFixture(alice, { purpose: 'batch' }))
+        const b1 = await add(store, fileFixture(bob))
+        const ids = async (q: Parameters<Store['files']['list']>[1], who = alice) =>
+          (await store.files.list(who, q)).files.map((f) => f.id)
+
+        expect(await store.files.get(alice, a1.id)).toEqual(a1)
+        expect(await store.files.get(bob, a1.id)).toBeNull()
+        expect(await ids({ limit: 100 })).toEqual([a2.id, a1.id])
+        expect(await ids({ limit: 100, order: 'asc' })).toEqual([a1.id, a2.id])
+        expect(await ids({ limit: 100, purpose: 'batch' })).toEqual([a2.id])
+        expect(await ids({ limit: 100 }, bob)).toEqual([b1.id])
+
+        expect(await store.files.delete(bob, a1.id)).toBeNull()
+        expect(await store.files.delete(alice, a1.id)).toEqual(a1)
+        expect(await store.files.delete(alice, a1.id)).toBeNull()
+        expect(await store.files.get(alice, a1.id)).toBeNull()
+        expect(await store.files.usage(alice)).toEqual({ files: 1, bytes: 100 })
+      })
+
+      it('pages with limit and after', async () => {
+        const store = await open()
+        const carol = uid('carol')
+        const roomy = { maxFiles: 100, maxBytes: 1e9 }
+        const ids: string[] = []
+        for (let i = 0; i < 5; i++) ids.unshift((await add(store, fileFixture(carol), roomy)).id)
+        const p1 = await store.files.list(carol, { limit: 2 })
+        expect(p1.files.map((f) => f.id)).toEqual(ids.slice(0, 2))
+        expect(p1.hasMore).toBe(true)
+        const p3 = await store.files.list(carol, { limit: 2, after: ids[3] })
+        expect(p3.files.map((f) => f.id)).toEqual(ids.slice(4))
+        expect(p3.hasMore).toBe(false)
+        expect((await store.files.list(carol, { limit: 2, after: uid('file-unknown') })).files).toEqual([])
+      })
+
+      it('holds a slot per upload in progress, so parallel uploads cannot exceed the file count', async () => {
+        const store = await open()
+        const dave = uid('dave')
+        await add(store, fileFixture(dave))
+        const attempts = await Promise.all(
+          Array.from({ length: 10 }, () => store.files.reserve(dave, quota, 0, TTL)),
+        )
+        expect(attempts.filter((r) => r.ok)).toHaveLength(2)
+        expect(attempts.filter((r) => !r.ok).every((r) => !r.ok && r.reason === 'files')).toBe(true)
+        // A released slot is free again, once; another account is unaffected.
+        const first = attempts.find((r) => r.ok)
+        if (!first?.ok) throw new Error('expected a reservation')
+        await store.files.release(first.token)
+        await store.files.release(first.token)
+        expect((await store.files.reserve(dave, quota, 0, TTL)).ok).toBe(true)
+        expect((await store.files.reserve(dave, quota, 0, TTL)).ok).toBe(false)
+        expect((await store.files.reserve(uid('erin'), quota, 0, TTL)).ok).toBe(true)
+      })
+
+      it('checks the byte quota atomically at commit', async () => {
+        const store = await open()
+        const frank = uid('frank')
+        const r1 = await store.files.reserve(frank, quota, 0, TTL)
+        const r2 = await store.files.reserve(frank, quota, 0, TTL)
+        if (!r1.ok || !r2.ok) throw new Error('reserve')
+        expect(r1.bytesLeft).toBe(1000)
+        // Both started with 1000 bytes left; only one 600-byte file fits.
+        expect(await store.files.commit(r1.token, fileFixture(frank, { bytes: 600 }), quota, 0)).toBe(true)
+        expect(await store.files.commit(r2.token, fileFixture(frank, { bytes: 600 }), quota, 0)).toBe(false)
+        expect(await store.files.usage(frank)).toEqual({ files: 1, bytes: 600 })
+        const r3 = await store.files.reserve(frank, quota, 0, TTL)
+        expect(r3.ok && r3.bytesLeft).toBe(400)
+        if (r3.ok) await store.files.release(r3.token)
+        // A full account is refused before any byte is read.
+        await add(store, fileFixture(frank, { bytes: 400 }))
+        expect(await store.files.reserve(frank, quota, 0, TTL)).toEqual({ ok: false, reason: 'bytes' })
+      })
+
+      it('lets an upload’s reservation expire: its slot is free, its commit is refused, nothing freed twice', async () => {
+        const store = await open()
+        const gina = uid('gina')
+        const two = { maxFiles: 2, maxBytes: 1000 }
+        const r1 = await store.files.reserve(gina, two, 0, 1000)
+        const r2 = await store.files.reserve(gina, two, 500, 1000)
+        if (!r1.ok || !r2.ok) throw new Error('reserve')
+        expect(await store.files.reserve(gina, two, 999, 1000)).toEqual({ ok: false, reason: 'files' })
+
+        // At 1000 r1 has expired: its slot goes to r3.
+        const r3 = await store.files.reserve(gina, two, 1000, 1000)
+        if (!r3.ok) throw new Error('expected the expired slot to be free')
+        expect(await store.files.commit(r1.token, fileFixture(gina), two, 1000)).toBe(false)
+        await store.files.release(r1.token)
+        // r2 and r3 still hold both slots: the expired one was not freed a second time.
+        expect(await store.files.reserve(gina, two, 1000, 1000)).toEqual({ ok: false, reason: 'files' })
+        expect(await store.files.usage(gina)).toEqual({ files: 0, bytes: 0 })
+
+        expect(await store.files.commit(r2.token, fileFixture(gina), two, 1499)).toBe(true)
+        expect(await store.files.commit(r3.token, fileFixture(gina), two, 1500)).toBe(true)
+        expect(await store.files.usage(gina)).toEqual({ files: 2, bytes: 200 })
+        expect(await store.files.commit(uid('token'), fileFixture(gina), two, 1500)).toBe(false)
+
+        // Committed straight after expiry, with nothing else happening in between.
+        const ivan = uid('ivan')
+        const late = await store.files.reserve(ivan, two, 0, 1000)
+        if (!late.ok) throw new Error('reserve')
+        expect(await store.files.commit(late.token, fileFixture(ivan), two, 1000)).toBe(false)
+        expect(await store.files.usage(ivan)).toEqual({ files: 0, bytes: 0 })
+        expect((await store.files.reserve(ivan, { maxFiles: 1, maxBytes: 1000 }, 1000, 1000)).ok).toBe(true)
+      })
+    })
+
+    describe('isolation of returned objects', () => {
+      it('accounts and keys: changing what a read returned or what was written changes nothing stored', async () => {
+        const store = await open()
+        const id = uid('acct')
+        const input = accountFixture(id)
+        const original = structuredClone(input)
+        await store.accounts.create(input, usd(1))
+        input.name = 'changed'
+        input.rateLimits.requestsPerMinute = 999
+        input.modelDiscountsPpm['x'] = 1
+        expect(await store.accounts.get(id)).toEqual(original)
+
+        const key = keyFixture(id)
+        await store.accounts.addKey(key)
+        const mutate = (a: Account | null | undefined) => {
+          if (!a) throw new Error('expected an account')
+          a.name = 'mutated'
+          a.rateLimits.tokensPerMinute = 1
+          a.modelDiscountsPpm['mock/chat'] = 0
+        }
+        mutate(await store.accounts.get(id))
+        mutate(await store.accounts.findByKeyHash(key.hash))
+        mutate((await store.accounts.list()).find((a) => a.id === id))
+        mutate(await store.accounts.update(id, { discountPpm: 1 }))
+        expect(await store.accounts.get(id)).toEqual({ ...original, discountPpm: 1 })
+
+        const keys = await store.accounts.listKeys(id)
+        keys[0]!.accountId = 'someone-else'
+        keys.pop()
+        expect(await store.accounts.listKeys(id)).toEqual([key])
+      })
+
+      it('generations and reservations', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 1000))!
+        r.amount = 1n
+        r.expiresAt = 1
+        expect((await store.ledger.credits(id, 500)).reserved).toBe(usd('0.5'))
+
+        const input = generationFixture(uid('gen'), id)
+        const original = structuredClone(input)
+        await store.ledger.settle(r, input)
+        input.usage.prompt_tokens = 0
+        input.cost = 0n
+        const got = await store.generations.get(original.generationId)
+        expect(got).toEqual(original)
+        got!.usage.prompt_tokens_details.cached_tokens = 99
+        got!.model = 'mutated'
+        const listed = await store.generations.listByAccount(id, { limit: 10 })
+        listed.data[0]!.usage.total_tokens = 0
+        listed.data.pop()
+        expect(await store.generations.get(original.generationId)).toEqual(original)
+        expect((await store.generations.listByAccount(id, { limit: 10 })).data).toEqual([original])
+      })
+
+      it('files', async () => {
+        const store = await open()
+        const hank = uid('hank')
+        const quota = { maxFiles: 5, maxBytes: 1000 }
+        const r = await store.files.reserve(hank, quota, 0, MINUTE)
+        if (!r.ok) throw new Error('reserve')
+        const input = fileFixture(hank)
+        const original = { ...input }
+        await store.files.commit(r.token, input, quota, 0)
+        input.filename = 'changed'
+        expect(await store.files.get(hank, original.id)).toEqual(original)
+
+        const got = await store.files.get(hank, original.id)
+        got!.bytes = 1
+        const listed = await store.files.list(hank, { limit: 10 })
+        listed.files[0]!.purpose = 'batch'
+        expect(await store.files.get(hank, original.id)).toEqual(original)
+        expect(await store.files.list(hank, { limit: 10, purpose: 'batch' })).toEqual({
+          files: [],
+          hasMore: false,
+        })
+        expect(await store.files.usage(hank)).toEqual({ files: 1, bytes: 100 })
+      })
+    })
+  })
+}
