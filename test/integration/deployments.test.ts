@@ -104,7 +104,9 @@ describe('several deployments per model', () => {
     )
     await expect(client.chat.completions.create(ask)).rejects.toMatchObject({ status: 502 })
     expect([a.requests.length, b.requests.length]).toEqual([1, 1])
-    const credits = await (await fetch(`${gw.origin}/v1/credits`, { headers: acme })).json()
+    const credits = (await (await fetch(`${gw.origin}/v1/credits`, { headers: acme })).json()) as {
+      data: unknown
+    }
     expect(credits.data).toEqual({ total_credits: 10, total_usage: 0, balance: 10 })
   })
 
@@ -121,7 +123,8 @@ describe('several deployments per model', () => {
 
 const acme = { authorization: 'Bearer sk-acme-0001' }
 
-async function readRecordWithKey(gw: TestGateway, id: string) {
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function readRecordWithKey(gw: TestGateway, id: string): Promise<any> {
   // The generation of a stream is written as it closes: wait for it (bounded).
   for (let i = 0; i < 100; i++) {
     const res = await fetch(`${gw.origin}/v1/generation?id=${id}`, { headers: acme })

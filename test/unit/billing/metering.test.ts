@@ -1,0 +1,261 @@
+import { pino } from 'pino'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { usd } from '../../../src/billing/money.ts'
+import {
+  admit,
+  buildRecord,
+  costBound,
+  createMeteringStats,
+  settle,
+  type MeteringDeps,
+} from '../../../src/billing/metering.ts'
+import { compilePrice } from '../../../src/billing/prices.ts'
+import { loadConfig } from '../../../src/config.ts'
+import { beginGeneration } from '../../../src/inference/generation.ts'
+import type { Deployment, ServedModel } from '../../../src/routing/model-table.ts'
+import { createMemoryStore } from '../../../src/store/memory.ts'
+import { accountFixture, generationFixture } from '../../contract/store.ts'
+
+const deployment = (provider: string, prompt: number, completion: number): Deployment => ({
+  id: provider,
+  provider,
+  upstreamModel: 'm',
+  price: compilePrice({ prompt, completion }),
+  priced: true,
+  weight: 1,
+})
+const model: ServedModel = {
+  slug: 'team/m',
+  type: 'chat',
+  deployments: [deployment('cheap', 1, 2), deployment('dear', 10, 20)],
+}
+const account = accountFixture('acct', { discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} })
+
+async function setup(credits = 1) {
+  const store = createMemoryStore()
+  await store.accounts.create(account, usd(credits))
+  const deps: MeteringDeps & { now: () => number } = {
+    store,
+    config: loadConfig({ NODE_ENV: 'test' }),
+    log: pino({ level: 'silent' }),
+    stats: createMeteringStats(),
+    now: () => 1_000,
+  }
+  return { store, deps }
+}
+
+afterEach(() => vi.useRealTimers())
+
+describe('costBound', () => {
+  it('is the dearest deployment at its dearest prices', () => {
+    // dear: 100 prompt × $10/M + 50 output × $20/M = 1000 + 1000 µ$ → 2e9 pico$
+    expect(costBound(model, 100, 50)).toBe(2_000_000_000n)
+  })
+})
+
+describe('admit', () => {
+  it('reserves the discounted bound and refuses with 402 once nothing is left', async () => {
+    const { store, deps } = await setup(0.0001)
+    const base = { account, slug: model.slug, tokenEstimate: 10, ttlMs: 60_000, now: 1_000 }
+    const a = await admit(deps, { ...base, generationId: 'g1', costBound: usd(0.00006) })
+    expect(a.reservation.amount).toBe(usd(0.00006))
+    // Only 0.00004 is left: the next hold is capped to it, the one after refused.
+    const b = await admit(deps, { ...base, generationId: 'g2', costBound: usd(0.00006) })
+    expect(b.reservation.amount).toBe(usd(0.00004))
+    const refused = await admit(deps, { ...base, generationId: 'g3', costBound: 1n }).catch((e: unknown) => e)
+    expect(refused).toMatchObject({ status: 402, code: 'insufficient_credits' })
+    expect((await store.ledger.credits(account.id, 1_000)).reserved).toBe(usd(0.0001))
+  })
+
+  it('checks both per-minute limits in one step: a refused token limit does not spend a request', async () => {
+    const { store, deps } = await setup()
+    const limited = { ...account, rateLimits: { requestsPerMinute: 2, tokensPerMinute: 100 } }
+    const base = { account: limited, slug: model.slug, costBound: 1n, ttlMs: 60_000, now: 1_000 }
+    const err = await admit(deps, { ...base, generationId: 'g1', tokenEstimate: 101 }).catch(
+      (e: unknown) => e,
+    )
+    expect(err).toMatchObject({ status: 429, code: 'rate_limit_exceeded' })
+    expect((err as { message: string }).message).toMatch(/100 tokens per minute/)
+    await admit(deps, { ...base, generationId: 'g2', tokenEstimate: 10 })
+    const ok = await admit(deps, { ...base, generationId: 'g3', tokenEstimate: 10 })
+    expect(ok.headers['x-ratelimit-remaining']).toBe('0')
+    const third = await admit(deps, { ...base, generationId: 'g4', tokenEstimate: 1 }).catch(
+      (e: unknown) => e,
+    )
+    expect(third).toMatchObject({ status: 429, headers: { 'retry-after': expect.any(String) } })
+    expect((third as { message: string }).message).toMatch(/2 requests per minute/)
+  })
+})
+
+describe('buildRecord', () => {
+  it('prices the usage at the deployment that answered and applies the discount', () => {
+    const usage = {
+      prompt_tokens: 1000,
+      completion_tokens: 100,
+      total_tokens: 1100,
+      prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0, audio_tokens: 0, video_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0, image_tokens: 0, audio_tokens: 0 },
+    }
+    const r = buildRecord({
+      generationId: 'g',
+      accountId: 'a',
+      api: '/v1/chat/completions',
+      slug: model.slug,
+      deployment: model.deployments[1] as Deployment,
+      startedAt: 1_000,
+      endedAt: 1_500,
+      firstByteAt: 1_100,
+      streamed: false,
+      finishReason: 'stop',
+      cancelled: false,
+      costSource: 'upstream',
+      usage,
+      billable: { kind: 'tokens', usage },
+      discountPpm: 250_000,
+    })
+    // 1000 × $10/M + 100 × $20/M = $0.012; 25 % off → $0.009
+    expect(r).toMatchObject({
+      provider: 'dear',
+      upstreamCost: usd(0.012),
+      discount: usd(0.003),
+      cost: usd(0.009),
+    })
+    expect([r.generationTimeMs, r.latencyMs]).toEqual([500, 100])
+  })
+})
+
+describe('settle', () => {
+  it('retries a failing store, then charges once', async () => {
+    const { store, deps } = await setup()
+    const real = store.ledger.settle.bind(store.ledger)
+    let calls = 0
+    store.ledger.settle = async (r, rec) => {
+      if (++calls < 3) throw new Error('database is down')
+      return real(r, rec)
+    }
+    const record = generationFixture('g1', account.id, { cost: usd(0.5) })
+    const ok = await settle(deps, {
+      reservation: { id: 'g1', accountId: account.id },
+      record,
+      tokenEstimate: 0,
+      now: 1_000,
+    })
+    expect(ok).toBe(true)
+    expect(deps.stats).toEqual({ settleRetries: 2, settleFailures: 0 })
+    expect((await store.ledger.credits(account.id, 1_000)).totalUsage).toBe(usd(0.5))
+  })
+
+  it('a store that never recovers is logged loudly with the record and counted, never thrown', async () => {
+    const { store, deps } = await setup()
+    const lines: string[] = []
+    deps.log = pino({ level: 'error' }, { write: (s: string) => void lines.push(s) })
+    store.ledger.settle = async () => {
+      throw new Error('database is down')
+    }
+    vi.useFakeTimers()
+    const pending = settle(deps, {
+      reservation: { id: 'g1', accountId: account.id },
+      record: generationFixture('g1', account.id, { cost: usd(0.5) }),
+      tokenEstimate: 0,
+      now: 1_000,
+    })
+    await vi.runAllTimersAsync()
+    expect(await pending).toBe(false)
+    expect(deps.stats.settleFailures).toBe(1)
+    expect(lines.join('')).toMatch(/UNSETTLED GENERATION/)
+    expect(lines.join('')).toContain('"cost":"500000000000"')
+  })
+})
+
+describe('beginGeneration', () => {
+  it('renews the reservation while the request runs, and stops when it ends', async () => {
+    vi.useFakeTimers()
+    const { store, deps } = await setup()
+    let t = 0
+    deps.now = () => t
+    deps.config = { ...deps.config, limits: { ...deps.config.limits, reservationTtlMs: 3_000 } }
+    const renew = vi.spyOn(store.ledger, 'renew')
+    const gen = await beginGeneration(deps, {
+      account,
+      model,
+      api: '/v1/chat/completions',
+      generationId: 'g-long',
+      streamed: true,
+      promptTokenBound: 10,
+      outputTokenBound: 10,
+      tokenEstimate: 10,
+    })
+    // Ten TTLs pass: the hold is renewed every third of the TTL and never lapses.
+    for (let i = 0; i < 30; i++) {
+      t += 1_000
+      await vi.advanceTimersByTimeAsync(1_000)
+    }
+    expect(renew.mock.calls.length).toBeGreaterThanOrEqual(29)
+    expect((await store.ledger.credits(account.id, t)).reserved).toBeGreaterThan(0n)
+    const record = await gen.finish({
+      deployment: model.deployments[0] as Deployment,
+      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+      produced: true,
+      cancelled: false,
+      finishReason: 'stop',
+      estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
+    })
+    expect(record).toMatchObject({ provider: 'cheap', costSource: 'upstream', generationTimeMs: 30_000 })
+    const calls = renew.mock.calls.length
+    await vi.advanceTimersByTimeAsync(10_000)
+    expect(renew.mock.calls.length).toBe(calls)
+    expect((await store.ledger.credits(account.id, t)).reserved).toBe(0n)
+  })
+
+  it('a usage without completion_tokens is the upstream usage, not an estimate', async () => {
+    const { deps } = await setup()
+    const gen = await beginGeneration(deps, {
+      account,
+      model,
+      api: '/v1/chat/completions',
+      generationId: 'g-partial',
+      streamed: true,
+      promptTokenBound: 10,
+      outputTokenBound: 10,
+      tokenEstimate: 10,
+    })
+    const estimate = vi.fn(async () => ({ promptTokens: 99, completionTokens: 99 }))
+    const record = await gen.finish({
+      deployment: model.deployments[0] as Deployment,
+      usage: { prompt_tokens: 7, total_tokens: 7 } as never,
+      produced: true,
+      cancelled: false,
+      finishReason: 'stop',
+      estimate,
+    })
+    expect(record).toMatchObject({
+      costSource: 'upstream',
+      usage: { prompt_tokens: 7, completion_tokens: 0 },
+    })
+    expect(estimate).not.toHaveBeenCalled()
+  })
+
+  it('a failing estimate still charges (bytes/4 of the prompt bound)', async () => {
+    const { deps } = await setup()
+    const gen = await beginGeneration(deps, {
+      account,
+      model,
+      api: '/v1/chat/completions',
+      generationId: 'g-est',
+      streamed: true,
+      promptTokenBound: 400,
+      outputTokenBound: 10,
+      tokenEstimate: 10,
+    })
+    const record = await gen.finish({
+      deployment: model.deployments[0] as Deployment,
+      produced: true,
+      cancelled: true,
+      finishReason: null,
+      estimate: async () => {
+        throw new RangeError('Invalid string length')
+      },
+    })
+    expect(record).toMatchObject({ costSource: 'estimate', usage: { prompt_tokens: 100 } })
+  })
+})
