@@ -68,7 +68,7 @@ describe('admit', () => {
   })
 
   it('checks both per-minute limits in one step: a refused token limit does not spend a request', async () => {
-    const { store, deps } = await setup()
+    const { deps } = await setup()
     const limited = { ...account, rateLimits: { requestsPerMinute: 2, tokensPerMinute: 100 } }
     const base = { account: limited, slug: model.slug, costBound: 1n, ttlMs: 60_000, now: 1_000 }
     const err = await admit(deps, { ...base, generationId: 'g1', tokenEstimate: 101 }).catch(
