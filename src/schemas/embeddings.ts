@@ -1,5 +1,4 @@
 import { z } from 'zod'
-import type { EmbeddingsRequest } from '../providers/types.ts'
 import { modelSlugSchema, parseRequestBody } from './chat.ts'
 
 // The embeddings request of interface.md with the OpenAI names of decisions.md. Unknown fields are
@@ -37,6 +36,9 @@ export const embeddingsRequestSchema = z.looseObject({
   input_type: z.string().optional(),
   user: z.string().optional(),
 })
+
+/** A validated embeddings request; unknown fields are kept. */
+export type EmbeddingsRequest = z.output<typeof embeddingsRequestSchema>
 
 export function parseEmbeddingsRequest(body: unknown): EmbeddingsRequest {
   return parseRequestBody(embeddingsRequestSchema, body)

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { GatewayError } from '../../errors.ts'
+import { allowedToolName } from '../shared/request.ts'
 import type {
   ChatChunk,
   ChatCompletion,
@@ -61,7 +62,7 @@ function countPromptTokens(messages: ChatMessage[]): number {
   let total = 0
   for (const message of messages) {
     total += countTokens(messageText(message))
-    for (const call of message.tool_calls ?? []) {
+    for (const call of message.role === 'assistant' ? (message.tool_calls ?? []) : []) {
       total += countTokens(call.function.name) + countTokens(call.function.arguments)
     }
   }
@@ -105,9 +106,7 @@ function limitText(text: string, req: ChatRequest): { content: string; finish: F
 }
 
 function functionTools(req: ChatRequest): FunctionTool[] {
-  return (req.tools ?? []).filter(
-    (t): t is FunctionTool => t.type === 'function' && typeof (t as FunctionTool).function?.name === 'string',
-  )
+  return (req.tools ?? []).filter((t) => t.type === 'function')
 }
 
 /** The tool the request forces a call to, or undefined when the model may answer with text. */
@@ -133,12 +132,6 @@ function forcedTool(req: ChatRequest): FunctionTool | undefined {
   }
   // Custom tools are not mocked: a named custom choice gets a text answer.
   return undefined
-}
-
-function allowedToolName(entry: Record<string, unknown>): string[] {
-  const fn = entry.function as { name?: unknown } | undefined
-  if (typeof fn?.name === 'string') return [fn.name]
-  return typeof entry.name === 'string' ? [entry.name] : []
 }
 
 /**

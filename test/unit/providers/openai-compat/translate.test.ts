@@ -9,6 +9,7 @@ import {
 } from '../../../../src/providers/openai-compat/response.ts'
 import { openAIChunkSchema, openAICompletionSchema } from '../../../../src/providers/openai-compat/wire.ts'
 import type { ChatRequest } from '../../../../src/providers/types.ts'
+import { parseChatRequest } from '../../../../src/schemas/chat.ts'
 import { scrubSecrets } from '../../../../src/providers/http.ts'
 
 const fixture = (name: string) =>
@@ -34,6 +35,20 @@ describe('toOpenAIChatRequest', () => {
       temperature: 0.2,
       some_future_field: { x: 1 },
     })
+  })
+
+  it('forwards content parts of a kind the gateway does not know unchanged', () => {
+    const messages = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Describe it.' },
+          { type: 'video_url', video_url: { url: 'https://example.com/v.mp4' }, extra: 1 },
+        ],
+      },
+    ]
+    const req = parseChatRequest({ model: 'vllm/qwen', messages })
+    expect(toOpenAIChatRequest(req, 'qwen').messages).toEqual(messages)
   })
 
   it('removes the gateway-only extensions', () => {
