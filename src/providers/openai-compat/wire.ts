@@ -23,22 +23,6 @@ export const openAICompletionSchema = z.looseObject({
   usage: usage.nullable().optional(),
 })
 
-export const openAIChunkSchema = z.looseObject({
-  id: z.string().optional(),
-  created: z.number().optional(),
-  model: z.string().optional(),
-  choices: z
-    .array(
-      z.looseObject({
-        index: z.number(),
-        delta: z.looseObject({}).optional(),
-        finish_reason: z.string().nullable().optional(),
-      }),
-    )
-    .default([]),
-  usage: usage.nullable().optional(),
-})
-
 export const openAIEmbeddingsSchema = z.looseObject({
   data: z.array(
     z.looseObject({
@@ -62,14 +46,30 @@ export const openAIErrorBodySchema = z.looseObject({
 })
 
 export type OpenAICompletion = z.infer<typeof openAICompletionSchema>
-export type OpenAIChunk = z.infer<typeof openAIChunkSchema>
+export type OpenAIUsage = z.infer<typeof usage>
+
+/** One stream event, as `parseOpenAIChunk` lets it through; other fields are kept as they are. */
+export interface OpenAIChunk {
+  /** Not checked: the route replaces id and model with its own; `created` is used when a number. */
+  id?: unknown
+  created?: unknown
+  model?: unknown
+  choices: {
+    index: number
+    delta?: Record<string, unknown>
+    finish_reason?: string | null
+    [key: string]: unknown
+  }[]
+  usage?: OpenAIUsage | null
+  [key: string]: unknown
+}
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v)
 
 /**
  * The per-chunk check of a stream, written by hand: it runs for every event of every stream, where
- * a schema library's cost shows. Same rules as `openAIChunkSchema`; null when the shape is wrong.
+ * a schema library's cost shows. Null when the shape is wrong.
  */
 export function parseOpenAIChunk(json: unknown): OpenAIChunk | null {
   if (!isRecord(json)) return null
