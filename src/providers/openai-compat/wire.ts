@@ -3,6 +3,7 @@ import { z } from 'zod'
 // What OpenAI-compatible upstreams send back, checked loosely: fields Junction does not read are
 // kept as they are (providers add their own, e.g. Groq's x_groq, DeepSeek's reasoning_content).
 
+/** `completion_tokens` may be missing (some servers leave it out of prompt-only usage): it is then 0. */
 const usage = z.looseObject({
   prompt_tokens: z.number(),
   completion_tokens: z.number().default(0),
@@ -69,7 +70,9 @@ const isRecord = (v: unknown): v is Record<string, unknown> =>
 
 /**
  * The per-chunk check of a stream, written by hand: it runs for every event of every stream, where
- * a schema library's cost shows. Null when the shape is wrong.
+ * a schema library's cost shows. Null when the shape is wrong. Usage follows the rules of the
+ * completion's `usage` schema: prompt_tokens and total_tokens are numbers, completion_tokens a
+ * number or missing (then 0, so billing never adds up an undefined).
  */
 export function parseOpenAIChunk(json: unknown): OpenAIChunk | null {
   if (!isRecord(json)) return null
@@ -84,6 +87,8 @@ export function parseOpenAIChunk(json: unknown): OpenAIChunk | null {
   const u = json.usage
   if (u !== undefined && u !== null) {
     if (!isRecord(u) || typeof u.prompt_tokens !== 'number' || typeof u.total_tokens !== 'number') return null
+    if (u.completion_tokens === undefined) u.completion_tokens = 0
+    else if (typeof u.completion_tokens !== 'number') return null
   }
   if (json.choices === undefined) json.choices = choices
   return json as OpenAIChunk

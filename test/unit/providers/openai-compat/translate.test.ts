@@ -131,6 +131,21 @@ describe('responses', () => {
     expect(chunks[1]?.choices[0]?.delta).not.toHaveProperty('reasoning_content')
   })
 
+  it('reads usage without completion_tokens as 0 completion tokens, in a stream and in a completion', () => {
+    const event = { id: 'c', choices: [], usage: { prompt_tokens: 7, total_tokens: 7 } }
+    expect(fromOpenAIChunk(chunkOf(event), 0).usage).toEqual({
+      prompt_tokens: 7,
+      completion_tokens: 0,
+      total_tokens: 7,
+    })
+    const raw = { ...JSON.parse(fixture('completion.json')), usage: { prompt_tokens: 7, total_tokens: 7 } }
+    expect(fromOpenAICompletion(openAICompletionSchema.parse(raw), 0).usage).toEqual({
+      prompt_tokens: 7,
+      completion_tokens: 0,
+      total_tokens: 7,
+    })
+  })
+
   it('takes a chunk without choices as one with none', () => {
     expect(chunkOf({ id: 'c', usage: null }).choices).toEqual([])
   })
@@ -144,6 +159,14 @@ describe('responses', () => {
     ['usage that is no object', { choices: [], usage: 7 }],
     ['usage without prompt_tokens', { choices: [], usage: { completion_tokens: 1, total_tokens: 1 } }],
     ['usage without total_tokens', { choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } }],
+    [
+      'non-numeric completion_tokens',
+      { choices: [], usage: { prompt_tokens: 7, completion_tokens: '2', total_tokens: 9 } },
+    ],
+    [
+      'null completion_tokens',
+      { choices: [], usage: { prompt_tokens: 7, completion_tokens: null, total_tokens: 7 } },
+    ],
   ])('refuses %s', (_, event) => {
     expect(parseOpenAIChunk(event)).toBeNull()
   })
