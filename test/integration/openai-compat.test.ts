@@ -740,4 +740,15 @@ describe('openai-compat upstream: validation comes first', () => {
     })
     expect(fake.requests).toHaveLength(0)
   })
+
+  it.each([
+    ['dimensions above 65 536', { input: 'x', dimensions: 65_537 }, 'dimensions'],
+    ['more than 2 048 inputs', { input: Array(2049).fill('x') }, 'input'],
+  ])('refuses %s with 400 without calling the upstream', async (_, fields, param) => {
+    const { fake, gw } = await setup({ 'POST /v1/embeddings': (_req, res) => sendJson(res, 500, {}) })
+    const res = await post(gw, '/v1/embeddings', { model: EMBED_SLUG, ...fields })
+    expect(res.status).toBe(400)
+    expect(((await res.json()) as ErrorEnvelope).error).toMatchObject({ code: 'invalid_value', param })
+    expect(fake.requests).toHaveLength(0)
+  })
 })

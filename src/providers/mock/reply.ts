@@ -22,6 +22,11 @@ export const MOCK_REPLY_TAIL = 'The quick brown fox jumps over the lazy dog, and
 export const MOCK_SYSTEM_FINGERPRINT = 'junction-mock'
 export const DEFAULT_EMBEDDING_DIMENSIONS = 256
 export const MAX_EMBEDDING_DIMENSIONS = 4096
+/**
+ * The most numbers (inputs × dimensions) one embeddings answer holds: 1,048,576 floats are about
+ * 20 MB of JSON. 2,048 inputs × 4,096 dimensions, 8 M floats (≈180 MB), stalled every other client.
+ */
+export const MAX_EMBEDDING_NUMBERS = 1_048_576
 
 const QUOTED_CHARS = 60
 const TOKENS_PER_CHUNK = 2
@@ -389,12 +394,21 @@ export function toBase64Floats(vector: number[]): string {
 }
 
 /**
- * One vector per input. Throws GatewayError 400 (param `dimensions`) unless `dimensions` is an
- * integer from 1 to MAX_EMBEDDING_DIMENSIONS.
+ * One vector per input. Throws GatewayError 400 `invalid_value`, before computing any vector, unless
+ * `dimensions` is an integer from 1 to MAX_EMBEDDING_DIMENSIONS and inputs × dimensions is at most
+ * MAX_EMBEDDING_NUMBERS (param `dimensions`, or `input` when the client left dimensions out).
  */
 export function mockEmbeddings(req: EmbeddingsRequest, model: string): EmbeddingsResponse {
   const dimensions = embeddingDimensions(req.dimensions)
   const inputs = embeddingInputs(req.input)
+  if (inputs.length * dimensions > MAX_EMBEDDING_NUMBERS) {
+    throw new GatewayError(
+      'invalid_value',
+      `${inputs.length} inputs × ${dimensions} dimensions is more than the ${MAX_EMBEDDING_NUMBERS} ` +
+        'numbers one answer may hold; send fewer inputs or ask for fewer dimensions',
+      { param: req.dimensions === undefined ? 'input' : 'dimensions' },
+    )
+  }
   const tokens = inputs.reduce((sum, text) => sum + countTokens(text), 0)
   return {
     object: 'list',
