@@ -1,5 +1,5 @@
 import { GatewayError, invalidRequest } from '../errors.ts'
-import type { ChatMessage, ChatRequest, ContentPart } from '../providers/types.ts'
+import { isKnownContentPart, type ChatMessage, type ChatRequest } from '../providers/types.ts'
 import type { FileStore, StoredFile } from '../store/files.ts'
 import { sniffImageType } from './content-type.ts'
 import { fileIdPattern } from './file-object.ts'
@@ -22,7 +22,6 @@ export interface FileReferenceContext {
 interface Reference {
   message: number
   part: number
-  kind: 'file' | 'image'
   id: string
   /** Where the id is, for the error: `messages[1].content[0].file.file_id`. */
   param: string
@@ -81,20 +80,22 @@ export async function resolveFileReferences(
     const file = records.get(ref.id)!
     const { base64, head } = contents.get(ref.id)!
     const message = messages[ref.message]!
-    const content = (message.content as ContentPart[]).slice()
-    const part = content[ref.part] as Record<string, unknown>
-    if (ref.kind === 'file') {
-      const { file_id: _id, ...given } = part.file as Record<string, unknown>
+    // findReferences found a part array here, and a file or image part at ref.part.
+    if (!Array.isArray(message.content)) continue
+    const content = message.content.slice()
+    const part = content[ref.part]
+    if (part === undefined || !isKnownContentPart(part)) continue
+    if (part.type === 'file') {
+      const { file_id: _id, ...given } = part.file
       content[ref.part] = {
         ...part,
-        type: 'file',
         file: {
           ...given,
-          filename: typeof given.filename === 'string' ? given.filename : file.filename,
+          filename: given.filename ?? file.filename,
           file_data: `data:${file.contentType};base64,${base64}`,
         },
       }
-    } else {
+    } else if (part.type === 'image_url') {
       const type = file.contentType.startsWith('image/') ? file.contentType : sniffImageType(head)
       if (type === undefined) {
         throw invalidRequest(
@@ -103,12 +104,7 @@ export async function resolveFileReferences(
           ref.param,
         )
       }
-      const image = part.image_url as Record<string, unknown>
-      content[ref.part] = {
-        ...part,
-        type: 'image_url',
-        image_url: { ...image, url: `data:${type};base64,${base64}` },
-      }
+      content[ref.part] = { ...part, image_url: { ...part.image_url, url: `data:${type};base64,${base64}` } }
     }
     messages[ref.message] = { ...message, content }
   }
@@ -119,26 +115,24 @@ function findReferences(messages: ChatMessage[]): Reference[] {
   const refs: Reference[] = []
   messages.forEach((m, i) => {
     if (!Array.isArray(m.content)) return
-    m.content.forEach((part, j) => {
-      const p = part as Record<string, unknown>
+    m.content.forEach((p, j) => {
+      if (!isKnownContentPart(p)) return
       if (p.type === 'file') {
-        const id = (p.file as Record<string, unknown> | undefined)?.file_id
-        if (typeof id === 'string') {
+        const id = p.file.file_id
+        if (id !== undefined) {
           refs.push({
             message: i,
             part: j,
-            kind: 'file',
             id,
             param: `messages[${i}].content[${j}].file.file_id`,
           })
         }
       } else if (p.type === 'image_url') {
-        const url = (p.image_url as Record<string, unknown> | undefined)?.url
-        if (typeof url === 'string' && url.startsWith('file-')) {
+        const url = p.image_url.url
+        if (url.startsWith('file-')) {
           refs.push({
             message: i,
             part: j,
-            kind: 'image',
             id: url,
             param: `messages[${i}].content[${j}].image_url.url`,
           })

@@ -1,102 +1,44 @@
 import type { Dispatcher } from 'undici'
 import type { Logger } from '../logger.ts'
+import type { ChatRequest, ReasoningDetail } from '../schemas/chat.ts'
+import type { EmbeddingsRequest } from '../schemas/embeddings.ts'
 
 // Junction's own shapes: the OpenAI chat-completions contract of interface.md. Adapters translate
 // their upstream protocol to and from these; routes never see a provider's wire format.
 
-export type Role = 'developer' | 'system' | 'user' | 'assistant' | 'tool'
+// Request types are the zod schemas' output (schemas/), re-exported here so every importer keeps one
+// place to take them from; response types below are written by hand: they are what Junction produces.
+export type {
+  AssistantMessage,
+  AudioPart,
+  ChatMessage,
+  ChatRequest,
+  ContentPart,
+  CustomTool,
+  FilePart,
+  FunctionTool,
+  ImagePart,
+  InstructionMessage,
+  KnownContentPart,
+  OtherContentPart,
+  ReasoningDetail,
+  ReasoningOptions,
+  RefusalPart,
+  Role,
+  TextPart,
+  Tool,
+  ToolCallParam,
+  ToolChoice,
+  ToolMessage,
+} from '../schemas/chat.ts'
+export { isKnownContentPart } from '../schemas/chat.ts'
+export type { EmbeddingsRequest } from '../schemas/embeddings.ts'
 
-export interface TextPart {
-  type: 'text'
-  text: string
-}
-export interface ImagePart {
-  type: 'image_url'
-  image_url: { url: string; detail?: string }
-}
-export interface FilePart {
-  type: 'file'
-  file: { file_id?: string; file_data?: string; filename?: string }
-}
-export type ContentPart = TextPart | ImagePart | FilePart | { type: string; [key: string]: unknown }
-
+/** A tool call in an answer. */
 export interface ToolCall {
   id: string
   type: 'function' | string
   function: { name: string; arguments: string }
-  [key: string]: unknown
-}
-
-export interface ReasoningDetail {
-  type: string
-  text?: string
-  signature?: string
-  format?: string
-  index?: number
-  [key: string]: unknown
-}
-
-export interface ChatMessage {
-  role: Role
-  content?: string | ContentPart[] | null
-  name?: string
-  tool_call_id?: string
-  tool_calls?: ToolCall[]
-  refusal?: string | null
-  reasoning?: string
-  reasoning_details?: ReasoningDetail[]
-  [key: string]: unknown
-}
-
-export interface FunctionTool {
-  type: 'function'
-  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean }
-}
-export type Tool = FunctionTool | { type: string; [key: string]: unknown }
-
-export type ToolChoice =
-  | 'none'
-  | 'auto'
-  | 'required'
-  | { type: 'function'; function: { name: string } }
-  | { type: 'custom'; custom: { name: string } }
-  | { type: 'allowed_tools'; allowed_tools: { mode: 'auto' | 'required'; tools: Record<string, unknown>[] } }
-
-export interface ReasoningOptions {
-  enabled: boolean
-  effort?: 'low' | 'medium' | 'high'
-  max_tokens?: number
-  exclude?: boolean
-  usage?: { include: boolean }
-}
-
-/** A validated chat request. Unknown top-level fields are kept (forwarded to OpenAI-compatible upstreams). */
-export interface ChatRequest {
-  model: string
-  messages: ChatMessage[]
-  max_completion_tokens?: number | null
-  max_tokens?: number | null
-  temperature?: number
-  top_p?: number
-  n?: number
-  frequency_penalty?: number
-  presence_penalty?: number
-  stop?: string | string[] | null
-  logit_bias?: Record<string, number>
-  logprobs?: boolean | null
-  top_logprobs?: number
-  tools?: Tool[]
-  tool_choice?: ToolChoice
-  parallel_tool_calls?: boolean
-  reasoning_effort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh'
-  verbosity?: 'low' | 'medium' | 'high'
-  metadata?: Record<string, string>
-  response_format?: { type: 'text' | 'json_object' | 'json_schema'; json_schema?: Record<string, unknown> }
-  stream?: boolean | null
-  stream_options?: { include_usage?: boolean; include_obfuscation?: boolean } | null
-  reasoning?: ReasoningOptions
-  provider?: Record<string, unknown>
-  model_routing_config?: Record<string, unknown>
   [key: string]: unknown
 }
 
@@ -172,16 +114,6 @@ export interface ChatChunk {
   }[]
   usage?: Usage | null
   system_fingerprint?: string
-  [key: string]: unknown
-}
-
-export interface EmbeddingsRequest {
-  model: string
-  input: string | string[] | number[] | number[][]
-  dimensions?: number
-  encoding_format?: 'float' | 'base64'
-  input_type?: string
-  user?: string
   [key: string]: unknown
 }
 

@@ -1,10 +1,11 @@
 import { z } from 'zod'
 import { fromZodError, invalidRequest } from '../errors.ts'
-import type { ChatRequest } from '../providers/types.ts'
 
 // The chat completion request of interface.md ("Chat completion request" and "Message" tables) and
 // decisions.md. Objects are loose: unknown fields are kept because they are forwarded to upstreams.
 // Only the first zod issue reaches the client (errors.ts), so its path must name the real culprit.
+// The request types (ChatRequest, ChatMessage, ContentPart, Tool, …) are the schemas' output types,
+// exported at the end of this file; providers/types.ts re-exports them.
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers (embeddings.ts uses them too)
@@ -112,17 +113,28 @@ const filePartSchema = z.looseObject({
     }),
 })
 
+const audioPartSchema = z.looseObject({
+  type: z.literal('input_audio'),
+  input_audio: z.looseObject({ data: z.string().min(1), format: z.string().min(1) }),
+})
+
+/** An assistant's refusal, as OpenAI sends assistant content back in multi-turn use. */
+const refusalPartSchema = z.looseObject({ type: z.literal('refusal'), refusal: z.string() })
+
+/** A kind the gateway does not know: kept as it is (OpenAI-compatible upstreams get it unchanged). */
 const otherPartSchema = z.looseObject({ type: z.string() })
 
 const knownPartSchemas = new Map<unknown, z.ZodType>([
   ['text', textPartSchema],
   ['image_url', imagePartSchema],
   ['file', filePartSchema],
+  ['input_audio', audioPartSchema],
+  ['refusal', refusalPartSchema],
 ])
 
-/** text, image_url and file parts are checked; input_audio and other kinds pass as loose objects. */
+/** Known kinds are checked against their shape; any other kind passes as a loose object. */
 const contentPartSchema = pickedUnion(
-  [textPartSchema, imagePartSchema, filePartSchema, otherPartSchema],
+  [textPartSchema, imagePartSchema, filePartSchema, audioPartSchema, refusalPartSchema, otherPartSchema],
   (input) => (isPlainObject(input) && knownPartSchemas.get(input.type)) || otherPartSchema,
   'a content part object',
 )
@@ -410,3 +422,45 @@ export const chatRequestSchema = z
 export function parseChatRequest(body: unknown): ChatRequest {
   return parseRequestBody(chatRequestSchema, body)
 }
+
+// ---------------------------------------------------------------------------------------------
+// The types of a validated request: what the schemas above output, so the two cannot drift apart.
+
+export type TextPart = z.output<typeof textPartSchema>
+export type ImagePart = z.output<typeof imagePartSchema>
+export type FilePart = z.output<typeof filePartSchema>
+export type AudioPart = z.output<typeof audioPartSchema>
+export type RefusalPart = z.output<typeof refusalPartSchema>
+/** The content part kinds the schema checks: a closed union, narrowed by `type`. */
+export type KnownContentPart = TextPart | ImagePart | FilePart | AudioPart | RefusalPart
+/** A part of any other kind, accepted unchecked (see isKnownContentPart). */
+export type OtherContentPart = z.output<typeof otherPartSchema>
+export type ContentPart = KnownContentPart | OtherContentPart
+
+/**
+ * Tells the checked kinds from the others. `type` alone cannot: an other part's `type` is any string,
+ * so a `switch (part.type)` on a ContentPart never rules it out. A part that passed the schema with a
+ * known `type` was checked against that kind's shape, so the tag is enough here.
+ */
+export function isKnownContentPart(part: ContentPart): part is KnownContentPart {
+  return knownPartSchemas.has(part.type)
+}
+
+export type InstructionMessage = z.output<typeof instructionMessageSchema>
+export type AssistantMessage = z.output<typeof assistantMessageSchema>
+export type ToolMessage = z.output<typeof toolMessageSchema>
+/** A message, discriminated by `role`. */
+export type ChatMessage = z.output<typeof messageSchema>
+export type Role = ChatMessage['role']
+/** A tool call of an assistant message sent back by the client. */
+export type ToolCallParam = z.output<typeof toolCallSchema>
+export type ReasoningDetail = z.output<typeof reasoningDetailSchema>
+
+export type FunctionTool = z.output<typeof functionToolSchema>
+export type CustomTool = z.output<typeof customToolSchema>
+export type Tool = z.output<typeof toolSchema>
+export type ToolChoice = z.output<typeof toolChoiceSchema>
+export type ReasoningOptions = z.output<typeof reasoningSchema>
+
+/** A validated chat request. Unknown top-level fields are kept (forwarded to OpenAI-compatible upstreams). */
+export type ChatRequest = z.output<typeof chatRequestSchema>

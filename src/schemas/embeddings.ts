@@ -1,5 +1,4 @@
 import { z } from 'zod'
-import type { EmbeddingsRequest } from '../providers/types.ts'
 import { modelSlugSchema, parseRequestBody } from './chat.ts'
 
 // The embeddings request of interface.md with the OpenAI names of decisions.md. Unknown fields are
@@ -7,6 +6,8 @@ import { modelSlugSchema, parseRequestBody } from './chat.ts'
 
 /** OpenAI's limit on inputs per request. */
 const MAX_INPUTS = 2048
+/** Far above what any embedding model outputs (a few thousand): it only stops absurd values. */
+const MAX_DIMENSIONS = 65_536
 
 const tokenSchema = z.number().int().min(0)
 const tokensSchema = z.array(tokenSchema).min(1)
@@ -32,11 +33,14 @@ const requiredInputSchema = z
 export const embeddingsRequestSchema = z.looseObject({
   model: modelSlugSchema,
   input: requiredInputSchema,
-  dimensions: z.number().int().min(1).optional(),
+  dimensions: z.number().int().min(1).max(MAX_DIMENSIONS).optional(),
   encoding_format: z.enum(['float', 'base64']).optional(),
   input_type: z.string().optional(),
   user: z.string().optional(),
 })
+
+/** A validated embeddings request; unknown fields are kept. */
+export type EmbeddingsRequest = z.output<typeof embeddingsRequestSchema>
 
 export function parseEmbeddingsRequest(body: unknown): EmbeddingsRequest {
   return parseRequestBody(embeddingsRequestSchema, body)

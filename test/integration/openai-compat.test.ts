@@ -8,7 +8,7 @@ import {
   type FakeUpstream,
 } from '../support/fake-upstream.ts'
 import type { ChatCompletion, EmbeddingsResponse } from '../../src/providers/types.ts'
-import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
+import { devAuth, readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
 
 // The real gateway, listening, in front of a fake OpenAI-compatible upstream on 127.0.0.1, driven
 // by plain fetch as a client would.
@@ -333,6 +333,42 @@ describe('openai-compat upstream: streaming chat', () => {
     expect(chunks.slice(0, -1).every((c) => c.choices.length === 1)).toBe(true)
     expect((fake.requests[0]!.body as Record<string, unknown>).stream_options).toEqual({
       include_usage: true,
+    })
+  })
+})
+
+describe('openai-compat upstream: usage', () => {
+  it('bills the usage a stream reports even without completion_tokens (some servers leave it out)', async () => {
+    const promptOnly = JSON.stringify({
+      id: 'chatcmpl-upstream-1',
+      object: 'chat.completion.chunk',
+      created: 1_700_000_000,
+      model: 'gpt-4o-mini-2024-07-18',
+      choices: [],
+      usage: { prompt_tokens: 7, total_tokens: 7 },
+    })
+    const { gw } = await setup({
+      'POST /v1/chat/completions': (_req, res) =>
+        sendSse(res, [chunk({ role: 'assistant', content: '' }), chunk({}, 'stop'), promptOnly, '[DONE]']),
+    })
+    const res = await post(gw, '/v1/chat/completions', {
+      ...hello,
+      stream: true,
+      stream_options: { include_usage: true },
+    })
+    expect(res.status).toBe(200)
+    const events = await readAllEvents(res)
+    expect(events.at(-1)).toBe('[DONE]')
+    expect(JSON.parse(events.at(-2)!).usage).toEqual({
+      prompt_tokens: 7,
+      completion_tokens: 0,
+      total_tokens: 7,
+    })
+
+    const rec = await readGeneration(gw, res.headers.get('x-generation-id')!)
+    expect(rec).toMatchObject({
+      cost_source: 'upstream',
+      usage: { prompt_tokens: 7, completion_tokens: 0, total_tokens: 7 },
     })
   })
 })
@@ -702,6 +738,17 @@ describe('openai-compat upstream: validation comes first', () => {
       type: 'invalid_request_error',
       param: 'dimensions',
     })
+    expect(fake.requests).toHaveLength(0)
+  })
+
+  it.each([
+    ['dimensions above 65 536', { input: 'x', dimensions: 65_537 }, 'dimensions'],
+    ['more than 2 048 inputs', { input: Array(2049).fill('x') }, 'input'],
+  ])('refuses %s with 400 without calling the upstream', async (_, fields, param) => {
+    const { fake, gw } = await setup({ 'POST /v1/embeddings': (_req, res) => sendJson(res, 500, {}) })
+    const res = await post(gw, '/v1/embeddings', { model: EMBED_SLUG, ...fields })
+    expect(res.status).toBe(400)
+    expect(((await res.json()) as ErrorEnvelope).error).toMatchObject({ code: 'invalid_value', param })
     expect(fake.requests).toHaveLength(0)
   })
 })

@@ -1,5 +1,6 @@
 import { invalidRequest } from '../../errors.ts'
 import {
+  allowedToolName,
   inlineFileData,
   parseArguments,
   parseDataUrl,
@@ -7,7 +8,17 @@ import {
   resolveReasoning,
   type UnsupportedParam,
 } from '../shared/request.ts'
-import type { ChatMessage, ChatRequest, ContentPart, ReasoningDetail, ToolChoice } from '../types.ts'
+import {
+  isKnownContentPart,
+  type AssistantMessage,
+  type ChatMessage,
+  type ChatRequest,
+  type ContentPart,
+  type InstructionMessage,
+  type ReasoningDetail,
+  type ToolChoice,
+  type ToolMessage,
+} from '../types.ts'
 import type {
   AnthropicCacheControl,
   AnthropicContentBlock,
@@ -137,8 +148,8 @@ function json(req: ChatRequest): 'object' | 'schema' | undefined {
 }
 
 function jsonSchemaOf(req: ChatRequest): Record<string, unknown> {
-  const s = req.response_format?.json_schema?.schema
-  return typeof s === 'object' && s !== null ? (s as Record<string, unknown>) : { type: 'object' }
+  const format = req.response_format
+  return (format?.type === 'json_schema' ? format.json_schema.schema : undefined) ?? { type: 'object' }
 }
 
 /** Appends, merging into the previous message when the role repeats (Anthropic alternates roles). */
@@ -172,25 +183,25 @@ function trimFinalAssistant(messages: AnthropicMessageParam[]): void {
 }
 
 function cacheControlOf(part: ContentPart): { cache_control?: AnthropicCacheControl } {
-  const cc = (part as { cache_control?: unknown }).cache_control
-  if (typeof cc === 'object' && cc !== null && (cc as { type?: unknown }).type === 'ephemeral') {
+  const cc = part.cache_control
+  // Not in the schema (an Anthropic extension): passed on as the client wrote it.
+  if (typeof cc === 'object' && cc !== null && 'type' in cc && cc.type === 'ephemeral') {
     return { cache_control: cc as AnthropicCacheControl }
   }
   return {}
 }
 
-function toSystemBlocks(m: ChatMessage, at: string): AnthropicTextBlock[] {
+function toSystemBlocks(m: InstructionMessage, at: string): AnthropicTextBlock[] {
   if (typeof m.content === 'string') return m.content === '' ? [] : [{ type: 'text', text: m.content }]
-  return (m.content ?? []).flatMap((part, j): AnthropicTextBlock[] => {
-    if (part.type !== 'text') {
+  return m.content.flatMap((part, j): AnthropicTextBlock[] => {
+    if (!isKnownContentPart(part) || part.type !== 'text') {
       throw invalidRequest(
         'invalid_value',
         `${m.role} messages take text only on Anthropic models`,
         `${at}.content[${j}]`,
       )
     }
-    const text = (part as { text: string }).text
-    return text === '' ? [] : [{ type: 'text', text, ...cacheControlOf(part) }]
+    return part.text === '' ? [] : [{ type: 'text', text: part.text, ...cacheControlOf(part) }]
   })
 }
 
@@ -200,15 +211,12 @@ function toUserBlocks(content: ChatMessage['content'], at: string): AnthropicCon
 }
 
 function toUserBlock(part: ContentPart, at: string): AnthropicContentBlock[] {
+  if (!isKnownContentPart(part)) throw unsupportedPart(part.type, at)
   switch (part.type) {
-    case 'text': {
-      const text = (part as { text: string }).text
-      return text === '' ? [] : [{ type: 'text', text, ...cacheControlOf(part) }]
-    }
-    case 'image_url': {
-      const url = (part as { image_url: { url: string } }).image_url.url
-      return [{ ...toImage(url, `${at}.image_url.url`), ...cacheControlOf(part) }]
-    }
+    case 'text':
+      return part.text === '' ? [] : [{ type: 'text', text: part.text, ...cacheControlOf(part) }]
+    case 'image_url':
+      return [{ ...toImage(part.image_url.url, `${at}.image_url.url`), ...cacheControlOf(part) }]
     case 'file': {
       const { mediaType, base64 } = inlineFileData(part, at)
       if (mediaType === 'application/pdf') {
@@ -245,13 +253,18 @@ function toUserBlock(part: ContentPart, at: string): AnthropicContentBlock[] {
         `${at}.file.file_data`,
       )
     }
-    default:
-      throw invalidRequest(
-        'unsupported_parameter',
-        `content parts of type ${JSON.stringify(part.type)} are not supported by Anthropic models`,
-        `${at}.type`,
-      )
+    case 'input_audio':
+    case 'refusal':
+      throw unsupportedPart(part.type, at)
   }
+}
+
+function unsupportedPart(type: string, at: string) {
+  return invalidRequest(
+    'unsupported_parameter',
+    `content parts of type ${JSON.stringify(type)} are not supported by Anthropic models`,
+    `${at}.type`,
+  )
 }
 
 function toImage(url: string, at: string): AnthropicImageBlock {
@@ -294,7 +307,7 @@ function toThinkingBlocks(details: ReasoningDetail[] | undefined): AnthropicCont
 }
 
 function toAssistantBlocks(
-  m: ChatMessage,
+  m: AssistantMessage,
   at: string,
   toolIds: Map<string, string>,
 ): AnthropicContentBlock[] {
@@ -303,9 +316,8 @@ function toAssistantBlocks(
     if (m.content !== '') blocks.push({ type: 'text', text: m.content })
   } else if (Array.isArray(m.content)) {
     m.content.forEach((part, j) => {
-      if (part.type === 'text') {
-        const text = (part as { text: string }).text
-        if (text !== '') blocks.push({ type: 'text', text, ...cacheControlOf(part) })
+      if (isKnownContentPart(part) && part.type === 'text') {
+        if (part.text !== '') blocks.push({ type: 'text', text: part.text, ...cacheControlOf(part) })
       } else if (part.type !== 'refusal') {
         throw invalidRequest(
           'invalid_value',
@@ -328,17 +340,16 @@ function toAssistantBlocks(
   return blocks
 }
 
-function toToolResult(m: ChatMessage, at: string, toolIds: Map<string, string>): AnthropicContentBlock {
-  const id = toolIds.get(m.tool_call_id ?? '') ?? toToolUseId(m.tool_call_id ?? '')
+function toToolResult(m: ToolMessage, at: string, toolIds: Map<string, string>): AnthropicContentBlock {
+  const id = toolIds.get(m.tool_call_id) ?? toToolUseId(m.tool_call_id)
   if (typeof m.content === 'string') return { type: 'tool_result', tool_use_id: id, content: m.content }
-  const content = (m.content ?? []).flatMap((part, j): (AnthropicTextBlock | AnthropicImageBlock)[] => {
+  const content = m.content.flatMap((part, j): (AnthropicTextBlock | AnthropicImageBlock)[] => {
     const partAt = `${at}.content[${j}]`
-    if (part.type === 'text') {
-      const text = (part as { text: string }).text
-      return text === '' ? [] : [{ type: 'text', text }]
+    if (isKnownContentPart(part) && part.type === 'text') {
+      return part.text === '' ? [] : [{ type: 'text', text: part.text }]
     }
-    if (part.type === 'image_url') {
-      return [toImage((part as { image_url: { url: string } }).image_url.url, `${partAt}.image_url.url`)]
+    if (isKnownContentPart(part) && part.type === 'image_url') {
+      return [toImage(part.image_url.url, `${partAt}.image_url.url`)]
     }
     throw invalidRequest('invalid_value', 'tool messages take text and image parts only', partAt)
   })
@@ -354,16 +365,7 @@ function toTools(req: ChatRequest): Pick<AnthropicRequest, 'tools' | 'tool_choic
         `tools[${i}].type`,
       )
     }
-    const fn = (
-      t as {
-        function: {
-          name: string
-          description?: string
-          parameters?: Record<string, unknown>
-          strict?: boolean
-        }
-      }
-    ).function
+    const fn = t.function
     const tool: AnthropicTool = {
       name: fn.name,
       input_schema: fn.parameters ?? { type: 'object', properties: {} },
@@ -380,7 +382,7 @@ function toTools(req: ChatRequest): Pick<AnthropicRequest, 'tools' | 'tool_choic
   else if (choice === 'auto') toolChoice = { type: 'auto' }
   else if (choice === 'required') toolChoice = { type: 'any' }
   else if (choice.type === 'function') {
-    const name = (choice as { function: { name: string } }).function.name
+    const name = choice.function.name
     if (!tools.some((t) => t.name === name)) {
       throw invalidRequest(
         'invalid_value',
@@ -390,14 +392,8 @@ function toTools(req: ChatRequest): Pick<AnthropicRequest, 'tools' | 'tool_choic
     }
     toolChoice = { type: 'tool', name }
   } else if (choice.type === 'allowed_tools') {
-    const allowed = (
-      choice as { allowed_tools: { mode: 'auto' | 'required'; tools: Record<string, unknown>[] } }
-    ).allowed_tools
-    const names = new Set(
-      allowed.tools
-        .map((t) => (t.function as { name?: unknown } | undefined)?.name ?? t.name)
-        .filter((n) => typeof n === 'string'),
-    )
+    const allowed = choice.allowed_tools
+    const names = new Set(allowed.tools.flatMap(allowedToolName))
     tools = tools.filter((t) => names.has(t.name))
     if (tools.length === 0) {
       throw invalidRequest(

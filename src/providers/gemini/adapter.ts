@@ -7,12 +7,7 @@ import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
 import { toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
 import { fromGeminiEmbeddings, fromGeminiResponse } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
-import {
-  geminiEmbedResponseSchema,
-  geminiErrorBodySchema,
-  geminiResponseSchema,
-  type GeminiResponse,
-} from './wire.ts'
+import { geminiEmbedResponseSchema, geminiErrorBodySchema, geminiResponseSchema } from './wire.ts'
 
 // The only file of the Gemini folder that does I/O. The key goes in the x-goog-api-key header, never
 // in the URL (`?key=`), so it cannot end up in a log line or an error message that quotes a URL.
@@ -64,7 +59,7 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
         if (!parsed.success) {
           throw malformedUpstream(call, 'stream event is not a GenerateContentResponse', parsed.error)
         }
-        return { chunks: translate(parsed.data as GeminiResponse) }
+        return { chunks: translate(parsed.data) }
       })
       // Gemini has no end marker: the last event carries finishReason. Without one the stream was cut.
       if (translate.state.finishReason === null) {

@@ -1,5 +1,6 @@
 import { invalidRequest } from '../../errors.ts'
 import {
+  allowedToolName,
   inlineFileData,
   parseArguments,
   parseDataUrl,
@@ -8,7 +9,16 @@ import {
   type UnsupportedParam,
 } from '../shared/request.ts'
 import { mediaTypeOfName } from '../../files/content-type.ts'
-import type { ChatMessage, ChatRequest, ContentPart, EmbeddingsRequest, ToolChoice } from '../types.ts'
+import {
+  isKnownContentPart,
+  type AssistantMessage,
+  type ChatMessage,
+  type ChatRequest,
+  type ContentPart,
+  type EmbeddingsRequest,
+  type InstructionMessage,
+  type ToolChoice,
+} from '../types.ts'
 import { isEmptyObjectSchema, toGeminiSchema } from './schema.ts'
 import type {
   GeminiContent,
@@ -82,7 +92,7 @@ export function toGeminiRequest(req: ChatRequest, upstreamModel: string): Gemini
       return
     }
     if (m.role === 'tool') {
-      const name = toolNames.get(m.tool_call_id ?? '')
+      const name = toolNames.get(m.tool_call_id)
       if (name === undefined) {
         throw invalidRequest(
           'invalid_value',
@@ -137,18 +147,17 @@ function append(contents: GeminiContent[], role: GeminiContent['role'], parts: G
   else contents.push({ role, parts })
 }
 
-function toSystemParts(m: ChatMessage, at: string): GeminiPart[] {
+function toSystemParts(m: InstructionMessage, at: string): GeminiPart[] {
   if (typeof m.content === 'string') return m.content === '' ? [] : [{ text: m.content }]
-  return (m.content ?? []).flatMap((part, j): GeminiPart[] => {
-    if (part.type !== 'text') {
+  return m.content.flatMap((part, j): GeminiPart[] => {
+    if (!isKnownContentPart(part) || part.type !== 'text') {
       throw invalidRequest(
         'invalid_value',
         `${m.role} messages take text only on Gemini models`,
         `${at}.content[${j}]`,
       )
     }
-    const text = (part as { text: string }).text
-    return text === '' ? [] : [{ text }]
+    return part.text === '' ? [] : [{ text: part.text }]
   })
 }
 
@@ -158,13 +167,12 @@ function toUserParts(content: ChatMessage['content'], at: string): GeminiPart[] 
 }
 
 function toUserPart(part: ContentPart, at: string): GeminiPart[] {
+  if (!isKnownContentPart(part)) throw unsupportedPart(part.type, at)
   switch (part.type) {
-    case 'text': {
-      const text = (part as { text: string }).text
-      return text === '' ? [] : [{ text }]
-    }
+    case 'text':
+      return part.text === '' ? [] : [{ text: part.text }]
     case 'image_url': {
-      const url = (part as { image_url: { url: string } }).image_url.url
+      const url = part.image_url.url
       if (/^https?:\/\//i.test(url)) {
         // Gemini fetches public and signed URLs itself; it wants a media type, guessed from the path.
         return [
@@ -182,11 +190,8 @@ function toUserPart(part: ContentPart, at: string): GeminiPart[] {
       return [{ inlineData: { mimeType: data.mediaType, data: data.base64 } }]
     }
     case 'input_audio': {
-      const audio = (part as { input_audio?: { data?: unknown; format?: unknown } }).input_audio
-      if (typeof audio?.data !== 'string' || typeof audio.format !== 'string') {
-        throw invalidRequest('invalid_value', 'input_audio needs data and format', `${at}.input_audio`)
-      }
-      return [{ inlineData: { mimeType: `audio/${audio.format}`, data: audio.data } }]
+      const { data, format } = part.input_audio
+      return [{ inlineData: { mimeType: `audio/${format}`, data } }]
     }
     case 'file': {
       const { mediaType: mimeType, base64 } = inlineFileData(part, at)
@@ -199,26 +204,30 @@ function toUserPart(part: ContentPart, at: string): GeminiPart[] {
       }
       return [{ inlineData: { mimeType, data: base64 } }]
     }
-    default:
-      throw invalidRequest(
-        'unsupported_parameter',
-        `content parts of type ${JSON.stringify(part.type)} are not supported by Gemini models`,
-        `${at}.type`,
-      )
+    case 'refusal':
+      throw unsupportedPart(part.type, at)
   }
+}
+
+function unsupportedPart(type: string, at: string) {
+  return invalidRequest(
+    'unsupported_parameter',
+    `content parts of type ${JSON.stringify(type)} are not supported by Gemini models`,
+    `${at}.type`,
+  )
 }
 
 /**
  * An assistant turn as Gemini's `model` content. Thought signatures from reasoning_details go back
  * onto the part they came with: a function call's (matched by tool call id), else the text part.
  */
-function toModelParts(m: ChatMessage, at: string, toolNames: Map<string, string>): GeminiPart[] {
+function toModelParts(m: AssistantMessage, at: string, toolNames: Map<string, string>): GeminiPart[] {
   const parts: GeminiPart[] = []
   let text = ''
   if (typeof m.content === 'string') text = m.content
   else if (Array.isArray(m.content)) {
     m.content.forEach((part, j) => {
-      if (part.type === 'text') text += (part as { text: string }).text
+      if (isKnownContentPart(part) && part.type === 'text') text += part.text
       else if (part.type !== 'refusal') {
         throw invalidRequest(
           'invalid_value',
@@ -230,15 +239,14 @@ function toModelParts(m: ChatMessage, at: string, toolNames: Map<string, string>
   }
   if (text !== '') parts.push({ text })
 
-  const signatures = (m.reasoning_details ?? []).filter(
-    (d) =>
-      d.format === GEMINI_REASONING_FORMAT && d.type === 'reasoning.encrypted' && typeof d.data === 'string',
-  )
   const byCall = new Map<string, string>()
   let loose: string | undefined
-  for (const d of signatures) {
-    if (typeof d.id === 'string' && d.id !== '') byCall.set(d.id, d.data as string)
-    else loose ??= d.data as string
+  for (const d of m.reasoning_details ?? []) {
+    const data = d.data
+    if (d.format !== GEMINI_REASONING_FORMAT || d.type !== 'reasoning.encrypted' || typeof data !== 'string')
+      continue
+    if (typeof d.id === 'string' && d.id !== '') byCall.set(d.id, data)
+    else loose ??= data
   }
 
   m.tool_calls?.forEach((call, j) => {
@@ -265,10 +273,7 @@ function toFunctionResponse(content: ChatMessage['content']): Record<string, unk
   const text =
     typeof content === 'string'
       ? content
-      : (content ?? [])
-          .filter((p) => p.type === 'text')
-          .map((p) => (p as { text: string }).text)
-          .join('')
+      : (content ?? []).map((p) => (isKnownContentPart(p) && p.type === 'text' ? p.text : '')).join('')
   try {
     const value: unknown = JSON.parse(text)
     if (typeof value === 'object' && value !== null && !Array.isArray(value))
@@ -288,9 +293,7 @@ function toTools(req: ChatRequest): Pick<GeminiRequest, 'tools' | 'toolConfig'> 
         `tools[${i}].type`,
       )
     }
-    const fn = (
-      t as { function: { name: string; description?: string; parameters?: Record<string, unknown> } }
-    ).function
+    const fn = t.function
     const d: GeminiFunctionDeclaration = { name: fn.name }
     if (fn.description !== undefined) d.description = fn.description
     if (fn.parameters !== undefined) {
@@ -307,7 +310,7 @@ function toTools(req: ChatRequest): Pick<GeminiRequest, 'tools' | 'toolConfig'> 
   else if (choice === 'auto') config = { mode: 'AUTO' }
   else if (choice === 'required') config = { mode: 'ANY' }
   else if (choice.type === 'function') {
-    const name = (choice as { function: { name: string } }).function.name
+    const name = choice.function.name
     if (!declarations.some((d) => d.name === name)) {
       throw invalidRequest(
         'invalid_value',
@@ -317,12 +320,8 @@ function toTools(req: ChatRequest): Pick<GeminiRequest, 'tools' | 'toolConfig'> 
     }
     config = { mode: 'ANY', allowedFunctionNames: [name] }
   } else if (choice.type === 'allowed_tools') {
-    const allowed = (
-      choice as { allowed_tools: { mode: 'auto' | 'required'; tools: Record<string, unknown>[] } }
-    ).allowed_tools
-    const names = allowed.tools
-      .map((t) => (t.function as { name?: unknown } | undefined)?.name ?? t.name)
-      .filter((n): n is string => typeof n === 'string' && declarations.some((d) => d.name === n))
+    const allowed = choice.allowed_tools
+    const names = allowed.tools.flatMap(allowedToolName).filter((n) => declarations.some((d) => d.name === n))
     if (names.length === 0) {
       throw invalidRequest(
         'invalid_value',

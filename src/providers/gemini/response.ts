@@ -188,8 +188,9 @@ export function fromGeminiEmbeddings(
   req: EmbeddingsRequest,
   model: string,
 ): EmbeddingsResponse {
-  const inputs = typeof req.input === 'string' ? [req.input] : (req.input as string[])
-  const tokens = inputs.reduce((n, text) => n + Math.ceil(text.length / 4), 0)
+  // Only texts reach Gemini (toGeminiEmbedRequest refuses token arrays).
+  const inputs: unknown[] = typeof req.input === 'string' ? [req.input] : req.input
+  const tokens = inputs.reduce<number>((n, x) => n + (typeof x === 'string' ? Math.ceil(x.length / 4) : 0), 0)
   return {
     object: 'list',
     data: resp.embeddings.map((e, index) => ({

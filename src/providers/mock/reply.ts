@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { GatewayError } from '../../errors.ts'
+import { allowedToolName } from '../shared/request.ts'
 import type {
   ChatChunk,
   ChatCompletion,
@@ -21,6 +22,11 @@ export const MOCK_REPLY_TAIL = 'The quick brown fox jumps over the lazy dog, and
 export const MOCK_SYSTEM_FINGERPRINT = 'junction-mock'
 export const DEFAULT_EMBEDDING_DIMENSIONS = 256
 export const MAX_EMBEDDING_DIMENSIONS = 4096
+/**
+ * The most numbers (inputs × dimensions) one embeddings answer holds: 1,048,576 floats are about
+ * 20 MB of JSON. 2,048 inputs × 4,096 dimensions, 8 M floats (≈180 MB), stalled every other client.
+ */
+export const MAX_EMBEDDING_NUMBERS = 1_048_576
 
 const QUOTED_CHARS = 60
 const TOKENS_PER_CHUNK = 2
@@ -61,7 +67,7 @@ function countPromptTokens(messages: ChatMessage[]): number {
   let total = 0
   for (const message of messages) {
     total += countTokens(messageText(message))
-    for (const call of message.tool_calls ?? []) {
+    for (const call of message.role === 'assistant' ? (message.tool_calls ?? []) : []) {
       total += countTokens(call.function.name) + countTokens(call.function.arguments)
     }
   }
@@ -105,9 +111,7 @@ function limitText(text: string, req: ChatRequest): { content: string; finish: F
 }
 
 function functionTools(req: ChatRequest): FunctionTool[] {
-  return (req.tools ?? []).filter(
-    (t): t is FunctionTool => t.type === 'function' && typeof (t as FunctionTool).function?.name === 'string',
-  )
+  return (req.tools ?? []).filter((t) => t.type === 'function')
 }
 
 /** The tool the request forces a call to, or undefined when the model may answer with text. */
@@ -133,12 +137,6 @@ function forcedTool(req: ChatRequest): FunctionTool | undefined {
   }
   // Custom tools are not mocked: a named custom choice gets a text answer.
   return undefined
-}
-
-function allowedToolName(entry: Record<string, unknown>): string[] {
-  const fn = entry.function as { name?: unknown } | undefined
-  if (typeof fn?.name === 'string') return [fn.name]
-  return typeof entry.name === 'string' ? [entry.name] : []
 }
 
 /**
@@ -396,12 +394,21 @@ export function toBase64Floats(vector: number[]): string {
 }
 
 /**
- * One vector per input. Throws GatewayError 400 (param `dimensions`) unless `dimensions` is an
- * integer from 1 to MAX_EMBEDDING_DIMENSIONS.
+ * One vector per input. Throws GatewayError 400 `invalid_value`, before computing any vector, unless
+ * `dimensions` is an integer from 1 to MAX_EMBEDDING_DIMENSIONS and inputs × dimensions is at most
+ * MAX_EMBEDDING_NUMBERS (param `dimensions`, or `input` when the client left dimensions out).
  */
 export function mockEmbeddings(req: EmbeddingsRequest, model: string): EmbeddingsResponse {
   const dimensions = embeddingDimensions(req.dimensions)
   const inputs = embeddingInputs(req.input)
+  if (inputs.length * dimensions > MAX_EMBEDDING_NUMBERS) {
+    throw new GatewayError(
+      'invalid_value',
+      `${inputs.length} inputs × ${dimensions} dimensions is more than the ${MAX_EMBEDDING_NUMBERS} ` +
+        'numbers one answer may hold; send fewer inputs or ask for fewer dimensions',
+      { param: req.dimensions === undefined ? 'input' : 'dimensions' },
+    )
+  }
   const tokens = inputs.reduce((sum, text) => sum + countTokens(text), 0)
   return {
     object: 'list',

@@ -46,10 +46,10 @@ export function fromOpenAICompletion(c: OpenAICompletion, now: number): ChatComp
 export function fromOpenAIChunk(c: OpenAIChunk, now: number): ChatChunk {
   return {
     ...c,
-    id: c.id ?? '',
+    id: typeof c.id === 'string' ? c.id : '',
     object: 'chat.completion.chunk',
-    created: c.created ?? Math.floor(now / 1000),
-    model: c.model ?? '',
+    created: typeof c.created === 'number' ? c.created : Math.floor(now / 1000),
+    model: typeof c.model === 'string' ? c.model : '',
     choices: c.choices.map((ch) => ({
       ...ch,
       delta: liftReasoning(ch.delta ?? {}),

@@ -3,6 +3,7 @@ import { z } from 'zod'
 // What OpenAI-compatible upstreams send back, checked loosely: fields Junction does not read are
 // kept as they are (providers add their own, e.g. Groq's x_groq, DeepSeek's reasoning_content).
 
+/** `completion_tokens` may be missing (some servers leave it out of prompt-only usage): it is then 0. */
 const usage = z.looseObject({
   prompt_tokens: z.number(),
   completion_tokens: z.number().default(0),
@@ -20,22 +21,6 @@ export const openAICompletionSchema = z.looseObject({
       finish_reason: z.string().nullable(),
     }),
   ),
-  usage: usage.nullable().optional(),
-})
-
-export const openAIChunkSchema = z.looseObject({
-  id: z.string().optional(),
-  created: z.number().optional(),
-  model: z.string().optional(),
-  choices: z
-    .array(
-      z.looseObject({
-        index: z.number(),
-        delta: z.looseObject({}).optional(),
-        finish_reason: z.string().nullable().optional(),
-      }),
-    )
-    .default([]),
   usage: usage.nullable().optional(),
 })
 
@@ -62,14 +47,32 @@ export const openAIErrorBodySchema = z.looseObject({
 })
 
 export type OpenAICompletion = z.infer<typeof openAICompletionSchema>
-export type OpenAIChunk = z.infer<typeof openAIChunkSchema>
+export type OpenAIUsage = z.infer<typeof usage>
+
+/** One stream event, as `parseOpenAIChunk` lets it through; other fields are kept as they are. */
+export interface OpenAIChunk {
+  /** Not checked: the route replaces id and model with its own; `created` is used when a number. */
+  id?: unknown
+  created?: unknown
+  model?: unknown
+  choices: {
+    index: number
+    delta?: Record<string, unknown>
+    finish_reason?: string | null
+    [key: string]: unknown
+  }[]
+  usage?: OpenAIUsage | null
+  [key: string]: unknown
+}
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v)
 
 /**
  * The per-chunk check of a stream, written by hand: it runs for every event of every stream, where
- * a schema library's cost shows. Same rules as `openAIChunkSchema`; null when the shape is wrong.
+ * a schema library's cost shows. Null when the shape is wrong. Usage follows the rules of the
+ * completion's `usage` schema: prompt_tokens and total_tokens are numbers, completion_tokens a
+ * number or missing (then 0, so billing never adds up an undefined).
  */
 export function parseOpenAIChunk(json: unknown): OpenAIChunk | null {
   if (!isRecord(json)) return null
@@ -84,6 +87,8 @@ export function parseOpenAIChunk(json: unknown): OpenAIChunk | null {
   const u = json.usage
   if (u !== undefined && u !== null) {
     if (!isRecord(u) || typeof u.prompt_tokens !== 'number' || typeof u.total_tokens !== 'number') return null
+    if (u.completion_tokens === undefined) u.completion_tokens = 0
+    else if (typeof u.completion_tokens !== 'number') return null
   }
   if (json.choices === undefined) json.choices = choices
   return json as OpenAIChunk

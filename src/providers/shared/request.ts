@@ -1,6 +1,6 @@
 import { invalidRequest } from '../../errors.ts'
 import { mediaTypeOfName } from '../../files/content-type.ts'
-import type { ChatRequest, ContentPart } from '../types.ts'
+import type { ChatRequest, FilePart } from '../types.ts'
 
 // Request translation that every non-OpenAI protocol does the same way. Pure; what differs per
 // protocol (the reasons it gives, the wire shapes) stays in its own folder.
@@ -85,15 +85,21 @@ export function parseArguments(args: string, at: string): Record<string, unknown
   return value as Record<string, unknown>
 }
 
+/** The function name an `allowed_tools.tools` entry names: `{type, function: {name}}` or `{type, name}`. */
+export function allowedToolName(entry: Record<string, unknown>): string[] {
+  const fn = entry.function
+  if (typeof fn === 'object' && fn !== null && 'name' in fn && typeof fn.name === 'string') return [fn.name]
+  return typeof entry.name === 'string' ? [entry.name] : []
+}
+
 /**
  * A `file` part's inline content: its base64 and its media type (from the data URL, else from the
  * file name). A bare `file_id` is refused: the chat route resolves the caller's ids before any adapter.
  */
 export function inlineFileData(
-  part: ContentPart,
+  { file }: FilePart,
   at: string,
 ): { mediaType: string | undefined; base64: string } {
-  const file = (part as { file: { file_id?: string; file_data?: string; filename?: string } }).file
   if (file.file_data === undefined) {
     throw invalidRequest(
       'unsupported_parameter',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
-import { parseChatRequest } from '../../../src/schemas/chat.ts'
+import { isKnownContentPart, parseChatRequest } from '../../../src/schemas/chat.ts'
 
 const user = { role: 'user', content: 'Hello' }
 const minimal = { model: 'openai/gpt-4o-mini', messages: [user] }
@@ -154,6 +154,15 @@ describe('parseChatRequest: valid requests', () => {
     ['max_completion_tokens null', withFields({ max_completion_tokens: null })],
     ['assistant with empty string content', withMessages(user, { role: 'assistant', content: '' })],
     ['a model name with slashes', withFields({ model: 'openrouter/meta-llama/llama-3-8b' })],
+    [
+      'a refusal part sent back in an assistant message',
+      withMessages(user, { role: 'assistant', content: [{ type: 'refusal', refusal: 'No.' }] }),
+    ],
+    // Kinds the gateway does not know pass unchecked: OpenAI-compatible upstreams get them as they are.
+    [
+      'a content part of an unknown kind',
+      withMessages({ role: 'user', content: [{ type: 'video_url', video_url: { url: 'https://x/v.mp4' } }] }),
+    ],
   ])('accepts %s', (_, body) => {
     expect(parseChatRequest(body)).toEqual(body)
   })
@@ -375,6 +384,27 @@ describe('parseChatRequest: rejected requests', () => {
       'a file part without file_id and file_data',
       withMessages({ role: 'user', content: [{ type: 'file', file: { filename: 'a.pdf' } }] }),
       'messages[0].content[0].file',
+      'missing_field',
+    ],
+    [
+      'an audio part without data',
+      withMessages({ role: 'user', content: [{ type: 'input_audio', input_audio: { format: 'wav' } }] }),
+      'messages[0].content[0].input_audio.data',
+      'missing_field',
+    ],
+    [
+      'an audio part with a numeric format',
+      withMessages({
+        role: 'user',
+        content: [{ type: 'input_audio', input_audio: { data: 'AA', format: 1 } }],
+      }),
+      'messages[0].content[0].input_audio.format',
+      'invalid_value',
+    ],
+    [
+      'a refusal part without refusal',
+      withMessages(user, { role: 'assistant', content: [{ type: 'refusal' }] }),
+      'messages[1].content[0].refusal',
       'missing_field',
     ],
     [
@@ -659,5 +689,26 @@ describe('parseChatRequest: rejected requests', () => {
     expect(e.type).toBe('invalid_request_error')
     expect(e.param).toBe(param)
     expect(e.code).toBe(code)
+  })
+})
+
+describe('isKnownContentPart', () => {
+  it('tells the kinds the schema checks from the ones it passes unchecked', () => {
+    const parsed = parseChatRequest(
+      withMessages({
+        role: 'user',
+        content: [
+          { type: 'text', text: 'a' },
+          { type: 'image_url', image_url: { url: 'https://x/a.png' } },
+          { type: 'file', file: { file_id: 'file-1' } },
+          { type: 'input_audio', input_audio: { data: 'AA', format: 'wav' } },
+          { type: 'refusal', refusal: 'no' },
+          { type: 'video_url', video_url: { url: 'https://x/v.mp4' } },
+        ],
+      }),
+    )
+    const content = parsed.messages[0]!.content
+    if (!Array.isArray(content)) throw new Error('expected parts')
+    expect(content.map(isKnownContentPart)).toEqual([true, true, true, true, true, false])
   })
 })

@@ -46,6 +46,9 @@ describe('parseEmbeddingsRequest: valid requests', () => {
     const body = withFields({ input })
     expect(parseEmbeddingsRequest(body)).toEqual(body)
   })
+  it('accepts dimensions up to 65 536', () => {
+    expect(parseEmbeddingsRequest(withFields({ dimensions: 65_536 })).dimensions).toBe(65_536)
+  })
 })
 
 describe('parseEmbeddingsRequest: rejected requests', () => {
@@ -71,6 +74,7 @@ describe('parseEmbeddingsRequest: rejected requests', () => {
     ['dimensions 0', withFields({ dimensions: 0 }), 'dimensions', 'invalid_value'],
     ['dimensions 1.5', withFields({ dimensions: 1.5 }), 'dimensions', 'invalid_value'],
     ['string dimensions', withFields({ dimensions: '256' }), 'dimensions', 'invalid_value'],
+    ['dimensions 65 537', withFields({ dimensions: 65_537 }), 'dimensions', 'invalid_value'],
     ['encoding_format int8', withFields({ encoding_format: 'int8' }), 'encoding_format', 'invalid_value'],
     ['a non-string input_type', withFields({ input_type: 1 }), 'input_type', 'invalid_value'],
     ['a non-string user', withFields({ user: 42 }), 'user', 'invalid_value'],

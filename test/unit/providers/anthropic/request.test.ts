@@ -182,6 +182,17 @@ describe('toAnthropicRequest: messages', () => {
     })
     expect(e).toMatchObject({ code: 'unsupported_parameter', param: 'messages[0].content[0].type' })
   })
+
+  it('refuses content parts of a kind it does not know', () => {
+    const e = refusal({
+      ...base,
+      messages: [
+        { role: 'user', content: [{ type: 'video_url', video_url: { url: 'https://example.com/v.mp4' } }] },
+      ],
+    })
+    expect(e).toMatchObject({ code: 'unsupported_parameter', param: 'messages[0].content[0].type' })
+    expect(e.message).toContain('"video_url"')
+  })
 })
 
 describe('toAnthropicRequest: tools', () => {

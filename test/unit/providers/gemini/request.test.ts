@@ -92,6 +92,31 @@ describe('toGeminiRequest: contents', () => {
     ])
   })
 
+  it('refuses content parts of a kind it does not translate, naming the part', () => {
+    const e = refusal(() =>
+      toGeminiRequest(
+        {
+          ...base,
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'text', text: 'Watch this.' },
+                { type: 'video_url', video_url: { url: 'https://example.com/v.mp4' } },
+              ],
+            },
+          ],
+        },
+        MODEL,
+      ),
+    )
+    expect(e).toMatchObject({
+      status: 400,
+      code: 'unsupported_parameter',
+      param: 'messages[0].content[1].type',
+    })
+  })
+
   it('refuses an image that is neither a URL nor a data URL, naming the part', () => {
     const e = refusal(() =>
       toGeminiRequest(

@@ -350,6 +350,19 @@ describe('mockEmbeddings', () => {
     }
   })
 
+  it('answers up to 1,048,576 numbers (inputs × dimensions) and refuses more', () => {
+    const full = mockEmbeddings({ model: 'm', input: Array(256).fill('x'), dimensions: 4096 }, 'e')
+    expect(full.data).toHaveLength(256)
+    expect(full.data[255]?.embedding).toHaveLength(4096)
+    expect(() => mockEmbeddings({ model: 'm', input: Array(257).fill('x'), dimensions: 4096 }, 'e')).toThrow(
+      expect.objectContaining({ status: 400, code: 'invalid_value', param: 'dimensions' }),
+    )
+    // With the default 256 dimensions it is the number of inputs that is too large.
+    expect(() => mockEmbeddings({ model: 'm', input: Array(4097).fill('x') }, 'e')).toThrow(
+      expect.objectContaining({ status: 400, code: 'invalid_value', param: 'input' }),
+    )
+  })
+
   it('rejects dimensions outside 1..4096', () => {
     for (const dimensions of [0, 4097, 2.5]) {
       expect(() => mockEmbeddings({ model: 'm', input: 'x', dimensions }, 'e')).toThrow(

@@ -7,8 +7,9 @@ import {
   fromOpenAICompletion,
   toFinishReason,
 } from '../../../../src/providers/openai-compat/response.ts'
-import { openAIChunkSchema, openAICompletionSchema } from '../../../../src/providers/openai-compat/wire.ts'
+import { openAICompletionSchema, parseOpenAIChunk } from '../../../../src/providers/openai-compat/wire.ts'
 import type { ChatRequest } from '../../../../src/providers/types.ts'
+import { parseChatRequest } from '../../../../src/schemas/chat.ts'
 import { scrubSecrets } from '../../../../src/providers/http.ts'
 
 const fixture = (name: string) =>
@@ -19,6 +20,13 @@ const sseEvents = (name: string) =>
     .map((e) => e.replace(/^data: /, '').trim())
     .filter((e) => e !== '' && e !== '[DONE]')
     .map((e) => JSON.parse(e) as unknown)
+
+/** A stream event through the parser production uses; a test fails on an event it refuses. */
+function chunkOf(event: unknown) {
+  const c = parseOpenAIChunk(event)
+  if (c === null) throw new Error(`parseOpenAIChunk refused ${JSON.stringify(event)}`)
+  return c
+}
 
 const base: ChatRequest = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }
 
@@ -34,6 +42,20 @@ describe('toOpenAIChatRequest', () => {
       temperature: 0.2,
       some_future_field: { x: 1 },
     })
+  })
+
+  it('forwards content parts of a kind the gateway does not know unchanged', () => {
+    const messages = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Describe it.' },
+          { type: 'video_url', video_url: { url: 'https://example.com/v.mp4' }, extra: 1 },
+        ],
+      },
+    ]
+    const req = parseChatRequest({ model: 'vllm/qwen', messages })
+    expect(toOpenAIChatRequest(req, 'qwen').messages).toEqual(messages)
   })
 
   it('removes the gateway-only extensions', () => {
@@ -94,7 +116,7 @@ describe('responses', () => {
   })
 
   it('turns a documented stream into chunks, usage chunk last', () => {
-    const chunks = sseEvents('text.sse').map((e) => fromOpenAIChunk(openAIChunkSchema.parse(e), 0))
+    const chunks = sseEvents('text.sse').map((e) => fromOpenAIChunk(chunkOf(e), 0))
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? null)).toEqual(['', 'Hello', null, null])
     expect(chunks[2]?.choices[0]?.finish_reason).toBe('stop')
     expect(chunks[3]).toMatchObject({
@@ -104,11 +126,54 @@ describe('responses', () => {
   })
 
   it('lifts DeepSeek reasoning_content into reasoning', () => {
-    const chunks = sseEvents('deepseek-reasoning.sse').map((e) =>
-      fromOpenAIChunk(openAIChunkSchema.parse(e), 0),
-    )
+    const chunks = sseEvents('deepseek-reasoning.sse').map((e) => fromOpenAIChunk(chunkOf(e), 0))
     expect(chunks[1]?.choices[0]?.delta).toEqual({ content: null, reasoning: 'Think' })
     expect(chunks[1]?.choices[0]?.delta).not.toHaveProperty('reasoning_content')
+  })
+
+  it('reads usage without completion_tokens as 0 completion tokens, in a stream and in a completion', () => {
+    const event = { id: 'c', choices: [], usage: { prompt_tokens: 7, total_tokens: 7 } }
+    expect(fromOpenAIChunk(chunkOf(event), 0).usage).toEqual({
+      prompt_tokens: 7,
+      completion_tokens: 0,
+      total_tokens: 7,
+    })
+    const raw = { ...JSON.parse(fixture('completion.json')), usage: { prompt_tokens: 7, total_tokens: 7 } }
+    expect(fromOpenAICompletion(openAICompletionSchema.parse(raw), 0).usage).toEqual({
+      prompt_tokens: 7,
+      completion_tokens: 0,
+      total_tokens: 7,
+    })
+  })
+
+  it('takes a chunk without choices as one with none', () => {
+    expect(chunkOf({ id: 'c', usage: null }).choices).toEqual([])
+  })
+
+  it.each<[string, unknown]>([
+    ['a chunk that is no object', 'data'],
+    ['choices that are no array', { choices: {} }],
+    ['a choice without index', { choices: [{ delta: {} }] }],
+    ['a delta that is no object', { choices: [{ index: 0, delta: 'hi' }] }],
+    ['a numeric finish_reason', { choices: [{ index: 0, delta: {}, finish_reason: 1 }] }],
+    ['usage that is no object', { choices: [], usage: 7 }],
+    ['usage without prompt_tokens', { choices: [], usage: { completion_tokens: 1, total_tokens: 1 } }],
+    ['usage without total_tokens', { choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } }],
+    [
+      'non-numeric completion_tokens',
+      { choices: [], usage: { prompt_tokens: 7, completion_tokens: '2', total_tokens: 9 } },
+    ],
+    [
+      'null completion_tokens',
+      { choices: [], usage: { prompt_tokens: 7, completion_tokens: null, total_tokens: 7 } },
+    ],
+  ])('refuses %s', (_, event) => {
+    expect(parseOpenAIChunk(event)).toBeNull()
+  })
+
+  it('uses created when it is a number, else the time of arrival', () => {
+    expect(fromOpenAIChunk(chunkOf({ created: 5, choices: [] }), 9000).created).toBe(5)
+    expect(fromOpenAIChunk(chunkOf({ created: 'x', choices: [] }), 9000).created).toBe(9)
   })
 
   it('maps unknown finish reasons to stop and keeps the known ones', () => {
