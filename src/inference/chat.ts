@@ -36,6 +36,8 @@ export interface ChatInput {
   /** Fires when the client goes away: the upstream call is aborted. */
   signal: AbortSignal
   log: Logger
+  /** Called once the request is admitted, before any upstream call: its answer, error or not, carries these. */
+  onAdmitted?: (generationId: string, headers: Record<string, string>) => void
 }
 
 export type ChatStart =
@@ -74,6 +76,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     // Bytes/4 is the usual tokens-per-text rule of thumb; the answer corrects it afterwards.
     tokenEstimate: Math.ceil(promptBound / 4) + Math.min(outputBound, 4_096),
   })
+  input.onAdmitted?.(generation.id, generation.headers)
   // The reservation assumed this output bound: every upstream is told it, so it holds.
   const upstreamReq: ChatRequest =
     clientLimit === undefined || clientLimit === null

@@ -13,6 +13,8 @@ export interface EmbeddingsInput {
   api: string
   signal: AbortSignal
   log: Logger
+  /** Called once the request is admitted, before any upstream call: its answer, error or not, carries these. */
+  onAdmitted?: (generationId: string, headers: Record<string, string>) => void
 }
 
 export interface EmbeddingsResult {
@@ -47,6 +49,7 @@ export async function createEmbeddings(
     outputTokenBound: 0,
     tokenEstimate: Math.ceil(bound / 4),
   })
+  input.onAdmitted?.(generation.id, generation.headers)
   const estimate = async () => ({ promptTokens: await count(inputText(req)), completionTokens: 0 })
   const promptTokens = async () => (await estimate()).promptTokens
   const ctx = { generation, signal, log, promptTokens }

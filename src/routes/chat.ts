@@ -16,8 +16,8 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
       api: request.routeOptions.url ?? '/v1/chat/completions',
       signal,
       log: request.log,
+      onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
     })
-    reply.headers(started.headers).header('x-generation-id', started.generationId)
     if (!started.stream) return started.completion
     reply
       .header('content-type', 'text/event-stream; charset=utf-8')

@@ -13,8 +13,8 @@ export const embeddingsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, 
       api: request.routeOptions.url ?? '/routed/v1/embeddings',
       signal: upstreamSignal(reply),
       log: request.log,
+      onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
     })
-    reply.headers(result.headers).header('x-generation-id', result.generationId)
     return result.body
   }
   app.post('/routed/v1/embeddings', handler)

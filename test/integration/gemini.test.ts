@@ -130,6 +130,8 @@ describe('Gemini behind the OpenAI API: blocking', () => {
       functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['get_weather'] },
     })
     expect(body.generationConfig).toEqual({
+      // No max_completion_tokens from the client: the bound its reservation assumed is sent.
+      maxOutputTokens: 16384,
       responseMimeType: 'application/json',
       responseSchema: { type: 'OBJECT', properties: { t: { type: 'NUMBER' } } },
       thinkingConfig: { thinkingBudget: 1024, includeThoughts: true },
@@ -364,6 +366,7 @@ describe('Gemini behind the OpenAI API: streaming', () => {
       content += c.choices[0]?.delta.content ?? ''
     }
     expect(sentBody(fake).generationConfig).toEqual({
+      maxOutputTokens: 16384,
       thinkingConfig: { thinkingBudget: 2048, includeThoughts: true },
     })
     expect(reasoning).toMatch(/^\*\*Analyzing the request\*\*/)
