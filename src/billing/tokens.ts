@@ -65,10 +65,245 @@ export function imagePartCount(req: ChatRequest): number {
 
 export type TokenCounter = (text: string) => Promise<number>
 
-let counter: Promise<(text: string) => number> | undefined
+type CountSync = (text: string) => number
 
-/** Counts tokens with gpt-tokenizer's o200k_base encoding, loading it (≈0.2 s, ≈80 MB) on first use. */
+/**
+ * Text that looks like a special token (`<|endoftext|>`) is counted as the plain text it is, as upstreams
+ * treat it in a prompt; gpt-tokenizer's default throws on it, which would leave the request unbilled.
+ */
+const PLAIN_TEXT = { disallowedSpecial: new Set<string>() }
+
+/**
+ * gpt-tokenizer remembers the tokens of up to 100 000 pieces it had to merge: with pieces of up to
+ * {@link PIECE_CAP} characters of random text that grew to ≈100 MB. Ordinary text needs far fewer.
+ */
+const MERGE_CACHE_SIZE = 10_000
+
+let counter: Promise<CountSync> | undefined
+
+/** Loads gpt-tokenizer's o200k_base encoding (≈0.2 s, ≈80 MB) on first use. */
+function loadCounter(): Promise<CountSync> {
+  counter ??= import('gpt-tokenizer/encoding/o200k_base').then((m) => {
+    m.setMergeCacheSize(MERGE_CACHE_SIZE)
+    return (text) => m.countTokens(text, PLAIN_TEXT)
+  })
+  return counter
+}
+
+// The tokenizer's byte-pair merge is quadratic in the length of one pre-token, and a run without spaces
+// (random letters, DNA) is one pre-token: 100 KB of it took 3 s on the main thread, 400 KB a minute.
+// Runs are cut at PIECE_CAP, so the cost is linear: at worst (random CJK) ≈2.5 µs a character, ordinary
+// text ≈0.07 µs. The tokenizer gets at most PIECE_TEXT (+ PIECE_CAP) characters in one call, and the
+// event loop gets a turn after COUNT_SLICE characters or TURN_MS of counting, whichever comes first.
+
+/** The longest run of text without a split the tokenizer sees. */
+export const PIECE_CAP = 128
+/** Text handed to the tokenizer in one call (≈2.5 ms at worst). */
+export const PIECE_TEXT = 1024
+/** Text counted between two turns of the event loop, at most. */
+export const COUNT_SLICE = 16 * 1024
+/** Counting time between two turns of the event loop, at most (plus one call). */
+const TURN_MS = 2
+
+/**
+ * Counts tokens with o200k_base, linear in the text and yielding to the event loop as it goes, so no
+ * estimate stalls other requests. Exact for ordinary text (see {@link countingPieces}); may over-count
+ * long unbroken runs by a fraction of a token per {@link PIECE_CAP} characters.
+ */
 export const countTokens: TokenCounter = async (text) => {
-  counter ??= import('gpt-tokenizer/encoding/o200k_base').then((m) => m.countTokens)
-  return (await counter)(text)
+  const count = await loadCounter()
+  let total = 0
+  let sinceYield = 0
+  let turnStart = performance.now()
+  for (const piece of countingPieces(text)) {
+    total += count(piece)
+    sinceYield += piece.length
+    if (sinceYield >= COUNT_SLICE || performance.now() - turnStart >= TURN_MS) {
+      await new Promise((resolve) => setImmediate(resolve))
+      sinceYield = 0
+      turnStart = performance.now()
+    }
+  }
+  return total
+}
+
+/**
+ * Cuts text, in one linear pass, into pieces the tokenizer can count one by one: the pieces join back to
+ * the text, none is longer than `size + cap`, and no pre-token inside a piece is longer than `cap + 1`.
+ *
+ * Most cuts fall where o200k's own pre-tokenizer splits (see {@link isSafeCut}); there the counts of the
+ * pieces add up exactly to the count of the whole. A run longer than `cap` with no such place (random
+ * letters, DNA, a long run of spaces) is cut every `cap` characters, which can change the count by about
+ * one token per cut (random letters: +0.2 %).
+ */
+export function* countingPieces(text: string, cap = PIECE_CAP, size = PIECE_TEXT): Generator<string> {
+  let start = 0 // of the piece being built
+  let run = 0 // start of the run after the last cut
+  let i = 1
+  while (i < text.length) {
+    let cut = i
+    let hard = false
+    if (i - run > cap) {
+      // A run too long for one pre-token: cut it where o200k would if the last half of the cap has such
+      // a place, else cut it hard and end the piece there, so the two sides are counted apart.
+      cut = run + cap
+      while (cut > run + cap / 2 && !isSafeCut(text, cut)) cut--
+      if (cut <= run + cap / 2) {
+        hard = true
+        cut = isLowSurrogate(text.charCodeAt(run + cap)) ? run + cap - 1 : run + cap
+      }
+    } else if (!isSpaceCut(text, i)) {
+      i++
+      continue
+    }
+    if (hard || cut - start >= size) {
+      yield text.slice(start, cut)
+      start = cut
+    }
+    run = cut
+    if (cut === i) i++ // else i has not been looked at since the run was found too long
+  }
+  if (start < text.length) yield text.slice(start)
+}
+
+// Where o200k's pre-tokenizer always splits. Its pattern, in gpt-tokenizer/esm/encodingParams/constants.js:
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(contraction)?
+//   | [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(contraction)?
+//   | \p{N}{1,3} | ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+// A pre-token holds whitespace other than \r\n only as its first character or among whitespace, a letter
+// only in a run of letters and marks ended by a contraction (`'s`) or anything else, a digit only among
+// digits. The character before a cut must not be whitespace: `\s+(?!\S)` looks past what it matches.
+
+/** Before a space or tab that follows a non-space: the split before each word of ordinary text. */
+function isSpaceCut(text: string, i: number): boolean {
+  const c = text.charCodeAt(i)
+  return (c === 0x20 || c === 0x09) && !isWhitespace(text.charCodeAt(i - 1))
+}
+
+/** Any split o200k always makes, for runs without spaces (code, URLs, CJK with punctuation). */
+function isSafeCut(text: string, i: number): boolean {
+  const c = text.charCodeAt(i)
+  if (isLowSurrogate(c)) return false
+  const before = text.codePointAt(isLowSurrogate(text.charCodeAt(i - 1)) && i >= 2 ? i - 2 : i - 1) ?? 0
+  if (isWhitespace(before)) return false
+  if (c === 0x20 || c === 0x09) return true
+  const cp = text.codePointAt(i) ?? 0
+  if (isNumber(before) !== isNumber(cp)) return true
+  // A mark (U+0301) is no letter here: o200k's punctuation class takes it too.
+  return isLetter(before) && !isLetterOrMark(cp) && cp !== 0x27 // 0x27: the apostrophe of a contraction
+}
+
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff
+}
+
+/** `\s` of a JavaScript regular expression. */
+function isWhitespace(c: number): boolean {
+  if (c < 0x80) return c === 0x20 || (c >= 0x09 && c <= 0x0d)
+  return (
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  )
+}
+
+const LETTER = /^\p{L}$/u
+const LETTER_OR_MARK = /^[\p{L}\p{M}]$/u
+const NUMBER = /^\p{N}$/u
+
+function isLetter(cp: number): boolean {
+  if (cp < 0x80) return (cp >= 0x41 && cp <= 0x5a) || (cp >= 0x61 && cp <= 0x7a)
+  return LETTER.test(String.fromCodePoint(cp))
+}
+
+function isLetterOrMark(cp: number): boolean {
+  if (cp < 0x80) return (cp >= 0x41 && cp <= 0x5a) || (cp >= 0x61 && cp <= 0x7a)
+  return LETTER_OR_MARK.test(String.fromCodePoint(cp))
+}
+
+function isNumber(cp: number): boolean {
+  if (cp < 0x80) return cp >= 0x30 && cp <= 0x39
+  return NUMBER.test(String.fromCodePoint(cp))
+}
+
+/** Counts a stream's text as it arrives, holding a bounded amount of it whatever the stream's length. */
+export interface TokenTally {
+  /** Takes the next piece of the stream. Never throws. */
+  add(text: string): void
+  /** The tokens of everything added; rejects if the counter failed. */
+  total(): Promise<number>
+  /** Characters added and not yet handed to the counter. */
+  pendingLength(): number
+  /** Characters held: pending, plus handed to the counter and not yet counted. */
+  heldLength(): number
+}
+
+/** Pending text handed to the counter at once. */
+export const TALLY_BATCH = 64 * 1024
+/** Batches handed to the counter and not yet counted, at most. */
+export const TALLY_QUEUE = 4
+
+/**
+ * A stream's tokens, counted in batches of {@link TALLY_BATCH} characters while it goes on. Cutting the
+ * stream into batches can add about one token per batch. When the stream outruns the counter (a fast
+ * upstream, or the tokenizer still loading) by {@link TALLY_QUEUE} batches, further full batches are not
+ * kept: they count at the tokens per character of the text counted.
+ */
+export function createTokenTally(count: TokenCounter = countTokens): TokenTally {
+  let pending: string[] = []
+  let pendingLength = 0
+  let queued = 0
+  let queuedLength = 0
+  let tokens = 0
+  let countedLength = 0
+  let skippedLength = 0
+  let failure: { error: unknown } | undefined
+  let done: Promise<void> = Promise.resolve()
+
+  function hand(force: boolean): void {
+    if (pendingLength === 0) return
+    const length = pendingLength
+    if (!force && queued >= TALLY_QUEUE) skippedLength += length
+    else {
+      const text = pending.join('')
+      queued++
+      queuedLength += length
+      done = done.then(async () => {
+        try {
+          tokens += await count(text)
+          countedLength += length
+        } catch (error) {
+          failure ??= { error }
+        } finally {
+          queued--
+          queuedLength -= length
+        }
+      })
+    }
+    pending = []
+    pendingLength = 0
+  }
+
+  return {
+    add(text) {
+      if (text === '') return
+      pending.push(text)
+      pendingLength += text.length
+      if (pendingLength >= TALLY_BATCH) hand(false)
+    },
+    async total() {
+      hand(true)
+      await done
+      if (failure) throw failure.error
+      return tokens + (countedLength === 0 ? 0 : Math.round((skippedLength * tokens) / countedLength))
+    },
+    pendingLength: () => pendingLength,
+    heldLength: () => pendingLength + queuedLength,
+  }
 }
