@@ -96,13 +96,26 @@ export const DEV_CREDITS_USD = 100
 
 const hex64 = /^[0-9a-f]{64}$/
 
+/** Node's timers take at most 2^31 − 1 ms; a longer delay would fire at once. */
+const timeoutMs = z
+  .number()
+  .int()
+  .positive()
+  .max(2 ** 31 - 1)
+
 const timeoutsSchema = z
   .object({
-    connectMs: z.number().int().positive().default(10_000),
-    firstByteMs: z.number().int().positive().default(120_000),
-    idleMs: z.number().int().positive().default(60_000),
+    connectMs: timeoutMs.default(10_000),
+    firstByteMs: timeoutMs.default(120_000),
+    idleMs: timeoutMs.default(60_000),
+    // One bound for blocking calls and streams alike: 10 minutes is what OpenAI's own SDKs allow a
+    // request, room for a slow reasoning answer or ~60k streamed tokens at 100 tokens/s, and it ends
+    // before limits.reservationTtlMs (15 minutes) lets the call's credit reservation lapse.
+    totalMs: timeoutMs.default(600_000),
   })
   .strict()
+
+const MiB = 1024 * 1024
 
 const providerSchema = z
   .object({
@@ -111,7 +124,19 @@ const providerSchema = z
     /** Name of the environment variable holding the key: keys never live in the file. */
     apiKeyEnv: z.string().min(1).optional(),
     headers: z.record(z.string(), z.string()).default({}),
-    timeouts: timeoutsSchema.default({ connectMs: 10_000, firstByteMs: 120_000, idleMs: 60_000 }),
+    timeouts: timeoutsSchema.prefault({}),
+    /**
+     * Most bytes read from a blocking answer's body, after decompression (streams: 8 MiB an event).
+     * The default holds the largest OpenAI embeddings answer in JSON: 2,048 inputs × 3,072 floats,
+     * pretty-printed one float a line, at most 32 bytes each ≈ 201 MB. The body is parsed as one
+     * string, and V8's strings end at 2^29 − 24 characters: hence at most 500 MiB.
+     */
+    maxResponseBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(500 * MiB)
+      .default(256 * MiB),
     /** Open connections per upstream origin; requests beyond it queue. Streams hold one each. */
     maxConnections: z.number().int().positive().max(10_000).default(1024),
     latencyMs: z.number().int().min(0).max(600_000).default(0),
@@ -398,6 +423,7 @@ function resolveProviders(
       apiKey: apiKey || undefined,
       headers: p.headers,
       timeouts: p.timeouts,
+      maxResponseBytes: p.maxResponseBytes,
       maxConnections: p.maxConnections,
       latencyMs: p.kind === 'mock' ? (mockLatencyMs ?? p.latencyMs) : 0,
     }

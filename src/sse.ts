@@ -6,21 +6,34 @@ import type { Logger } from './logger.ts'
 
 export type SseEvent = EventSourceMessage
 
-/** Largest single SSE event accepted from an upstream; a bigger one is a broken or hostile stream. */
-const MAX_EVENT_BYTES = 8 * 1024 * 1024
+/**
+ * Largest single SSE event accepted from an upstream; a bigger one is a broken or hostile stream.
+ * (Counted in decoded characters, as the parser buffers text: the same as bytes for JSON's ASCII.)
+ */
+export const MAX_SSE_EVENT_BYTES = 8 * 1024 * 1024
+
+/** What readSse throws when one event outgrows MAX_SSE_EVENT_BYTES. */
+export class SseEventTooLargeError extends Error {
+  constructor() {
+    super(`stream event larger than ${MAX_SSE_EVENT_BYTES / 1024 / 1024} MiB`)
+    this.name = 'SseEventTooLargeError'
+  }
+}
 
 /**
  * Parses an SSE byte stream into events as they arrive (nothing is buffered beyond one event).
- * Events are yielded in order; a malformed-line error ends the iteration with a throw.
+ * Events are yielded in order; an event over MAX_SSE_EVENT_BYTES ends the iteration with a
+ * SseEventTooLargeError. Unknown fields and a bad `retry` are ignored, as the SSE spec says.
  */
 export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseEvent> {
   const pending: SseEvent[] = []
   let failure: Error | undefined
   const parser = createParser({
-    maxBufferSize: MAX_EVENT_BYTES,
+    maxBufferSize: MAX_SSE_EVENT_BYTES,
     onEvent: (e) => pending.push(e),
     onError: (err) => {
-      failure = err
+      // https://html.spec.whatwg.org/multipage/server-sent-events.html#processField: "Otherwise: the field is ignored."
+      if (err.type === 'max-buffer-size-exceeded') failure = new SseEventTooLargeError()
     },
   })
   const decoder = new TextDecoder()

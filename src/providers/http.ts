@@ -1,14 +1,19 @@
-import { errors as undiciErrors, request, type Dispatcher } from 'undici'
+import { pipeline, type Readable, type Transform } from 'node:stream'
+import { StringDecoder } from 'node:string_decoder'
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib'
+import { errors as undiciErrors, request } from 'undici'
 import { GatewayError, UpstreamError } from '../errors.ts'
 import type { UpstreamCall } from './types.ts'
 
-// The one place adapters do HTTP. Timeouts: connect is set on the pool (deps.ts), first byte and
-// idle per request here, so every protocol folder gets the same behaviour.
+// The one place adapters do HTTP. Timeouts: connect is set on the pool (registry.ts), first byte and
+// idle per request here, and the total (request sent → body read, streams included) by a timer
+// here, so every protocol folder gets the same behaviour.
 
 export interface UpstreamResponse {
   status: number
   headers: Record<string, string | string[] | undefined>
-  body: Dispatcher.ResponseData['body']
+  /** Decompressed when the upstream compressed it; fails with a 504 when the call's total time is up. */
+  body: Readable
 }
 
 export async function postUpstream(
@@ -17,42 +22,115 @@ export async function postUpstream(
   headers: Record<string, string>,
   payload: unknown,
 ): Promise<UpstreamResponse> {
+  const deadline = startDeadline(call)
   try {
     const res = await request(url, {
       method: 'POST',
       dispatcher: call.dispatcher,
       headers: { 'content-type': 'application/json', ...call.upstream.headers, ...headers },
       body: JSON.stringify(payload),
-      signal: call.signal,
+      signal: deadline.signal,
       headersTimeout: call.upstream.timeouts.firstByteMs,
       bodyTimeout: call.upstream.timeouts.idleMs,
     })
+    // The body is done however it ends (read, failed, dropped): that is when the call is.
+    res.body.once('close', deadline.clear)
     call.onFirstByte?.()
-    return { status: res.statusCode, headers: res.headers, body: res.body }
+    const body = decodeBody(res.body, headerValue(res.headers, 'content-encoding'))
+    if (body === undefined && res.statusCode >= 200 && res.statusCode < 300) {
+      // Unread, the body is dropped with its connection (undici then fails it: nobody is listening).
+      res.body.on('error', () => {}).destroy()
+      throw malformedUpstream(call, `unsupported content-encoding ${describeEncoding(res.headers)}`)
+    }
+    // An error answer in an unknown encoding is still mapped by its status; its text is lost.
+    return { status: res.statusCode, headers: res.headers, body: body ?? res.body }
   } catch (err) {
+    deadline.clear()
     throw fromNetworkError(err, call)
   }
 }
 
-/** Reads at most `limit` bytes of an (error) body as text and discards the rest. */
+/**
+ * The call's signal, also aborted once `timeouts.totalMs` has passed: with an UpstreamError as
+ * the reason, which the request (or its body) then fails with, where a client gone away aborts
+ * with its own reason. `clear` must run when the call ends, so that no timer outlives it.
+ */
+function startDeadline(call: UpstreamCall): { signal: AbortSignal; clear: () => void } {
+  const { name, timeouts } = call.upstream
+  const expired = new AbortController()
+  const timer = setTimeout(() => {
+    expired.abort(
+      new UpstreamError('upstream_timeout', `upstream ${name} timed out (total)`, {
+        provider: name,
+        retryable: true,
+      }),
+    )
+  }, timeouts.totalMs)
+  return { signal: AbortSignal.any([call.signal, expired.signal]), clear: () => clearTimeout(timer) }
+}
+
+const decoders: Record<string, () => Transform> = {
+  gzip: createGunzip,
+  'x-gzip': createGunzip,
+  // HTTP's deflate is the zlib format (RFC 9110 §8.4.1.2).
+  deflate: createInflate,
+  br: createBrotliDecompress,
+}
+
+/**
+ * The body as the upstream meant it: a compressed one (a proxy in front of an OpenAI-compatible
+ * server may compress) is decompressed as it arrives, so size limits apply to what is parsed.
+ * Undefined for an encoding Junction does not decode. Destroying the result destroys the body.
+ */
+function decodeBody(body: Readable, encoding: string | undefined): Readable | undefined {
+  const coding = (encoding ?? '').trim().toLowerCase()
+  if (coding === '' || coding === 'identity') return body
+  const create = Object.hasOwn(decoders, coding) ? decoders[coding] : undefined
+  if (!create) return undefined
+  // An error of either stream fails the decoded one with that same error (a deadline's included).
+  return pipeline(body, create(), () => {})
+}
+
+function describeEncoding(headers: UpstreamResponse['headers']): string {
+  const value = headerValue(headers, 'content-encoding') ?? ''
+  // The header is the upstream's text going into a client's message: only a plain token is named.
+  return /^[\w.+, -]{1,40}$/.test(value) ? value.trim() : '(unreadable)'
+}
+
+/**
+ * Reads at most `limit` bytes of an (error) body as text; the rest is not read (the connection is
+ * dropped instead, so an endless error body cannot hold it).
+ */
 export async function readLimited(body: AsyncIterable<Uint8Array>, limit = 64 * 1024): Promise<string> {
   const parts: Buffer[] = []
   let size = 0
   for await (const chunk of body) {
-    if (size < limit) {
-      const b = Buffer.from(chunk)
-      parts.push(b.subarray(0, limit - size))
-      size += b.length
-    }
+    const b = Buffer.from(chunk)
+    parts.push(b.subarray(0, limit - size))
+    size += b.length
+    // Leaving the loop destroys the body.
+    if (size >= limit) break
   }
   return Buffer.concat(parts).toString('utf8')
 }
 
-/** Reads a JSON body; a body that is not JSON is the upstream's fault (502). */
+/**
+ * Reads a JSON body of at most `maxResponseBytes`; a longer one is not read further, and it and a
+ * body that is not JSON are the upstream's fault (502).
+ */
 export async function readJson(call: UpstreamCall, body: UpstreamResponse['body']): Promise<unknown> {
-  let text: string
+  const limit = call.upstream.maxResponseBytes
+  const decoder = new StringDecoder('utf8')
+  let text = ''
+  let size = 0
   try {
-    text = await body.text()
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      size += chunk.length
+      // Leaving the loop destroys the body: the upstream connection is dropped, not drained.
+      if (size > limit) throw malformedUpstream(call, `response larger than ${limit} bytes`)
+      text += decoder.write(chunk)
+    }
+    text += decoder.end()
   } catch (err) {
     throw fromNetworkError(err, call)
   }
@@ -73,6 +151,9 @@ export function malformedUpstream(call: UpstreamCall, what: string, cause?: unkn
 }
 
 const timeoutCodes = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+
+/** Node's zlib error codes: Z_DATA_ERROR… (gzip, deflate), ERR__ERROR_FORMAT_… (brotli). */
+const decompressionCodes = /^(?:Z_|ERR__ERROR_)/
 
 /**
  * Network-level failures. A request aborted because the client went away is re-thrown unchanged:
@@ -95,6 +176,9 @@ export function fromNetworkError(err: unknown, call: UpstreamCall): unknown {
       retryable: true,
       cause: err,
     })
+  }
+  if (decompressionCodes.test(code)) {
+    return malformedUpstream(call, `response body could not be decompressed (${code})`, err)
   }
   return new UpstreamError(
     'upstream_error',

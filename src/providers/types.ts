@@ -134,6 +134,8 @@ export interface UpstreamTimeouts {
   firstByteMs: number
   /** Longest silence between two body chunks. */
   idleMs: number
+  /** Request sent → body fully read, streams included: no upstream call lasts longer. */
+  totalMs: number
 }
 
 /** A configured provider instance (e.g. `openai`, `groq`, `mock`). */
@@ -145,6 +147,8 @@ export interface UpstreamConfig {
   apiKey?: string
   headers: Record<string, string>
   timeouts: UpstreamTimeouts
+  /** Most (decompressed) bytes read from a blocking response body; a longer one is a 502. */
+  maxResponseBytes: number
   /** Mock provider only: delay before answering. */
   latencyMs: number
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { pino } from 'pino'
 import { GatewayError } from '../../src/errors.ts'
-import { readSse, writeSse } from '../../src/sse.ts'
+import { MAX_SSE_EVENT_BYTES, readSse, SseEventTooLargeError, writeSse } from '../../src/sse.ts'
 
 async function collect(parts: string[]): Promise<{ event?: string; data: string }[]> {
   const out = []
@@ -45,6 +45,37 @@ describe('readSse', () => {
     const out = []
     for await (const e of readSse(split())) out.push(e.data)
     expect(out).toEqual(['é€'])
+  })
+
+  it('ignores unknown fields and a bad retry, as the SSE spec says', async () => {
+    expect(await collect(['x-proxy: 1\nretry: soon\ndata: a\n\n', 'data: b\n\n'])).toEqual([
+      { event: undefined, data: 'a' },
+      { event: undefined, data: 'b' },
+    ])
+  })
+
+  it('throws SseEventTooLargeError when one event outgrows MAX_SSE_EVENT_BYTES, after the events before it', async () => {
+    const line = `data: ${'a'.repeat(1024 * 1024)}\n`
+    const parts = ['data: small\n\n', ...Array.from({ length: 9 }, () => line)]
+    const seen: string[] = []
+    const enc = new TextEncoder()
+    async function* bytes() {
+      for (const p of parts) yield enc.encode(p)
+    }
+    const reading = (async () => {
+      for await (const e of readSse(bytes())) seen.push(e.data)
+    })()
+    await expect(reading).rejects.toBeInstanceOf(SseEventTooLargeError)
+    await expect(reading).rejects.toThrow('stream event larger than 8 MiB')
+    expect(seen).toEqual(['small'])
+    expect(MAX_SSE_EVENT_BYTES).toBe(8 * 1024 * 1024)
+  })
+
+  it('takes an event of many data lines just under the limit', async () => {
+    const line = `data: ${'a'.repeat(1024 * 1024 - 1)}\n`
+    const events = await collect([...Array.from({ length: 7 }, () => line), '\n'])
+    expect(events).toHaveLength(1)
+    expect(events[0]?.data.length).toBe(7 * (1024 * 1024 - 1) + 6)
   })
 })
 

@@ -1,5 +1,5 @@
 import type { GatewayError } from '../../errors.ts'
-import { readSse } from '../../sse.ts'
+import { readSse, SseEventTooLargeError } from '../../sse.ts'
 import {
   fromNetworkError,
   headerValue,
@@ -91,6 +91,7 @@ export async function* translateSse(
     }
     finished = true
   } catch (err) {
+    if (err instanceof SseEventTooLargeError) throw malformedUpstream(call, err.message, err)
     throw fromNetworkError(err, call)
   } finally {
     if (!finished) body.destroy()
