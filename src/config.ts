@@ -140,6 +140,7 @@ const providerSchema = z
     /** Open connections per upstream origin; requests beyond it queue. Streams hold one each. */
     maxConnections: z.number().int().positive().max(10_000).default(1024),
     latencyMs: z.number().int().min(0).max(600_000).default(0),
+    outputLimitField: z.enum(['max_completion_tokens', 'max_tokens']).optional(),
   })
   .strict()
 
@@ -426,6 +427,7 @@ function resolveProviders(
       maxResponseBytes: p.maxResponseBytes,
       maxConnections: p.maxConnections,
       latencyMs: p.kind === 'mock' ? (mockLatencyMs ?? p.latencyMs) : 0,
+      outputLimitField: p.outputLimitField ?? preset?.outputLimitField ?? 'max_tokens',
     }
   }
 

@@ -37,10 +37,12 @@ export interface MeteringStats {
   settleFailures: number
   /** Settlement attempts that failed and were retried. */
   settleRetries: number
+  /** Answers whose upstream went past the output limit it was sent (billed as reported, and logged). */
+  outputOverruns: number
 }
 
 export function createMeteringStats(): MeteringStats {
-  return { settleFailures: 0, settleRetries: 0 }
+  return { settleFailures: 0, settleRetries: 0, outputOverruns: 0 }
 }
 
 export interface AdmitRequest {

@@ -45,6 +45,13 @@ export async function tryCandidates<T>(
         )
         continue
       }
+      if (ctx.signal.aborted) {
+        // The client never sees this id (no answer goes out); the log line lets support find the record.
+        ctx.log.info(
+          { generationId: ctx.generation.id, deployment: candidate.deployment.id },
+          'client left before the first byte: billed for the prompt',
+        )
+      }
       await ctx.generation.finish({
         deployment: candidate.deployment,
         produced: false,

@@ -5,7 +5,9 @@ import {
   promptTokenBound,
   type TokenCounter,
 } from '../billing/tokens.ts'
+import type { MeteringStats } from '../billing/metering.ts'
 import type { Config } from '../config.ts'
+import { UpstreamError } from '../errors.ts'
 import { resolveFileReferences } from '../files/references.ts'
 import type { FileStorage } from '../files/storage.ts'
 import type { Ids } from '../ids.ts'
@@ -90,6 +92,15 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
       c.provider.adapter.chat(upstreamReq, call),
     )
     generation.firstByte()
+    const completionTokens = completion.usage?.completion_tokens
+    if (typeof completionTokens === 'number' && completionTokens > outputBound) {
+      // Billed as reported (the upstream charges us for it), and flagged for the operator.
+      deps.stats.outputOverruns++
+      log.warn(
+        { generationId: generation.id, deployment: candidate.deployment.id, completionTokens, outputBound },
+        'upstream answered past the output limit it was sent',
+      )
+    }
     await generation.finish({
       deployment: candidate.deployment,
       usage: completion.usage,
@@ -129,6 +140,8 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
       log,
       promptTokens,
       count,
+      outputBound,
+      stats: deps.stats,
     }),
   }
 }
@@ -142,6 +155,9 @@ interface RelayContext {
   log: Logger
   promptTokens: () => Promise<number>
   count: TokenCounter
+  /** The output limit the upstream was sent. */
+  outputBound: number
+  stats: MeteringStats
 }
 
 /**
@@ -159,6 +175,9 @@ export async function* relayStream(
   let usage: Usage | undefined
   let finishReason: string | null = null
   let produced = false
+  // Every chunk with text carries at least one token: more such chunks than the output limit means
+  // the upstream ignored the limit it was sent, and the reservation no longer bounds the cost.
+  let textChunks = 0
   let next = first
   try {
     while (!next.done) {
@@ -168,14 +187,32 @@ export async function* relayStream(
       for (const choice of chunk.choices) {
         produced = true
         const d = choice.delta
-        if (typeof d.content === 'string') tally.add(d.content)
-        if (typeof d.reasoning === 'string') tally.add(d.reasoning)
-        if (d.tool_calls) {
-          for (const t of d.tool_calls) {
-            if (t.function?.name) tally.add(t.function.name)
-            if (t.function?.arguments) tally.add(t.function.arguments)
-          }
+        const pieces: string[] = []
+        if (typeof d.content === 'string' && d.content !== '') pieces.push(d.content)
+        for (const t of d.tool_calls ?? []) {
+          if (t.function?.name) pieces.push(t.function.name)
+          if (t.function?.arguments) pieces.push(t.function.arguments)
         }
+        // Reasoning is billed but not counted against the limit: some upstreams (DeepSeek) leave
+        // their chain of thought outside `max_tokens`, and a legitimate answer must never be cut.
+        if (typeof d.reasoning === 'string' && d.reasoning !== '') tally.add(d.reasoning)
+        if (pieces.length > 0 && ++textChunks > ctx.outputBound) {
+          ctx.stats.outputOverruns++
+          ctx.log.warn(
+            {
+              generationId: ctx.generation.id,
+              deployment: ctx.candidate.deployment.id,
+              outputBound: ctx.outputBound,
+            },
+            'upstream streamed past the output limit it was sent: cut off',
+          )
+          throw new UpstreamError(
+            'upstream_error',
+            `upstream ${ctx.candidate.provider.config.name} went past the output limit of ${ctx.outputBound} tokens; the answer was cut off`,
+            { provider: ctx.candidate.provider.config.name, upstreamStatus: 200 },
+          )
+        }
+        for (const piece of pieces) tally.add(piece)
         if (choice.finish_reason) finishReason = choice.finish_reason
       }
       if (chunk.usage) usage = chunk.usage

@@ -10,6 +10,8 @@ export interface BuiltinProvider {
   keyEnv?: string
   baseUrlEnv?: string
   baseUrl: string
+  /** OpenAI-compatible: where the output limit goes (see UpstreamConfig); `max_tokens` unless set. */
+  outputLimitField?: 'max_completion_tokens' | 'max_tokens'
 }
 
 export const builtinProviders: readonly BuiltinProvider[] = [
@@ -20,6 +22,7 @@ export const builtinProviders: readonly BuiltinProvider[] = [
     keyEnv: 'OPENAI_API_KEY',
     baseUrlEnv: 'OPENAI_BASE_URL',
     baseUrl: 'https://api.openai.com/v1',
+    outputLimitField: 'max_completion_tokens',
   },
   {
     name: 'groq',
@@ -27,6 +30,7 @@ export const builtinProviders: readonly BuiltinProvider[] = [
     keyEnv: 'GROQ_API_KEY',
     baseUrlEnv: 'GROQ_BASE_URL',
     baseUrl: 'https://api.groq.com/openai/v1',
+    outputLimitField: 'max_completion_tokens',
   },
   {
     name: 'deepseek',

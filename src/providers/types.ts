@@ -151,6 +151,12 @@ export interface UpstreamConfig {
   maxResponseBytes: number
   /** Mock provider only: delay before answering. */
   latencyMs: number
+  /**
+   * OpenAI-compatible only: the field that carries the output limit. OpenAI's reasoning models take
+   * only `max_completion_tokens`; many compatible servers (Mistral, DeepSeek, vLLM, Ollama) only
+   * `max_tokens`. Whichever the client used is sent in this one.
+   */
+  outputLimitField: 'max_completion_tokens' | 'max_tokens'
 }
 
 export interface UpstreamCall {

@@ -27,6 +27,7 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
       const body = toOpenAIChatRequest(
         { ...req, stream: false, stream_options: undefined },
         call.upstreamModel,
+        call.upstream.outputLimitField,
       )
       delete body.stream_options
       const res = await post(call, '/chat/completions', body, 'application/json')
@@ -39,7 +40,7 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
       const res = await post(
         call,
         '/chat/completions',
-        toOpenAIChatRequest(req, call.upstreamModel),
+        toOpenAIChatRequest(req, call.upstreamModel, call.upstream.outputLimitField),
         'text/event-stream',
       )
       let finished = false

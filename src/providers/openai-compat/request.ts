@@ -5,9 +5,18 @@ import type { ChatMessage, ChatRequest, EmbeddingsRequest } from '../types.ts'
 const gatewayOnlyFields = ['provider', 'model_routing_config', 'reasoning'] as const
 const gatewayOnlyMessageFields = ['reasoning', 'reasoning_details'] as const
 
-export function toOpenAIChatRequest(req: ChatRequest, upstreamModel: string): Record<string, unknown> {
+export function toOpenAIChatRequest(
+  req: ChatRequest,
+  upstreamModel: string,
+  outputLimitField: 'max_completion_tokens' | 'max_tokens' = 'max_completion_tokens',
+): Record<string, unknown> {
   const body: Record<string, unknown> = { ...req, model: upstreamModel }
   for (const f of gatewayOnlyFields) delete body[f]
+  // One output limit, in the field this upstream understands.
+  const limit = req.max_completion_tokens ?? req.max_tokens
+  delete body.max_completion_tokens
+  delete body.max_tokens
+  if (limit !== undefined && limit !== null) body[outputLimitField] = limit
   // `reasoning` (extension) maps to OpenAI's own control when the client did not set that directly.
   if (req.reasoning && req.reasoning_effort === undefined) {
     body.reasoning_effort = req.reasoning.enabled ? (req.reasoning.effort ?? 'medium') : undefined

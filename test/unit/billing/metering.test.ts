@@ -141,7 +141,7 @@ describe('settle', () => {
       now: 1_000,
     })
     expect(ok).toBe(true)
-    expect(deps.stats).toEqual({ settleRetries: 2, settleFailures: 0 })
+    expect(deps.stats).toMatchObject({ settleRetries: 2, settleFailures: 0 })
     expect((await store.ledger.credits(account.id, 1_000)).totalUsage).toBe(usd(0.5))
   })
 

@@ -20,6 +20,7 @@ function makeCall(options: { maxResponseBytes?: number; signal?: AbortSignal } =
       baseUrl: 'http://127.0.0.1',
       headers: {},
       timeouts: { connectMs: 5_000, firstByteMs: 5_000, idleMs: 5_000, totalMs: TOTAL_MS },
+      outputLimitField: 'max_tokens',
       maxResponseBytes: options.maxResponseBytes ?? 1024,
       latencyMs: 0,
     },

@@ -14,6 +14,7 @@ function makeCall(latencyMs: number, signal: AbortSignal = new AbortController()
       kind: 'mock',
       baseUrl: '',
       headers: {},
+      outputLimitField: 'max_tokens',
       timeouts: { connectMs: 1000, firstByteMs: 1000, idleMs: 1000, totalMs: 1000 },
       maxResponseBytes: 1024,
       latencyMs,

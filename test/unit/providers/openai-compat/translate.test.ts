@@ -31,6 +31,21 @@ function chunkOf(event: unknown) {
 const base: ChatRequest = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }
 
 describe('toOpenAIChatRequest', () => {
+  it('sends the output limit in the field the upstream understands, whichever the client used', () => {
+    const base: ChatRequest = { model: 'm/x', messages: [{ role: 'user', content: 'hi' }] }
+    const limits = (req: ChatRequest, field: 'max_tokens' | 'max_completion_tokens') => {
+      const body = toOpenAIChatRequest(req, 'x', field)
+      return [body.max_tokens, body.max_completion_tokens]
+    }
+    expect(limits({ ...base, max_completion_tokens: 100 }, 'max_tokens')).toEqual([100, undefined])
+    expect(limits({ ...base, max_tokens: 100 }, 'max_completion_tokens')).toEqual([undefined, 100])
+    expect(limits({ ...base, max_tokens: 5, max_completion_tokens: 100 }, 'max_tokens')).toEqual([
+      100,
+      undefined,
+    ])
+    expect(limits(base, 'max_tokens')).toEqual([undefined, undefined])
+  })
+
   it('sends the upstream model id and forwards unknown fields unchanged', () => {
     const body = toOpenAIChatRequest(
       { ...base, temperature: 0.2, some_future_field: { x: 1 } },
