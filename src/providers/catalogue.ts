@@ -75,6 +75,8 @@ export interface CatalogueModel {
   provider: string
   upstreamModel: string
   type: 'chat' | 'embedding'
+  /** The model's own output ceiling, when it is below `limits.defaultMaxOutputTokens` (16 384). */
+  maxOutputTokens?: number
 }
 
 const chat = (provider: string, upstreamModel: string): CatalogueModel => ({
@@ -105,7 +107,8 @@ export const builtinModels: readonly CatalogueModel[] = [
   embedding('openai', 'text-embedding-3-large'),
   chat('groq', 'llama-3.3-70b-versatile'),
   chat('groq', 'llama-3.1-8b-instant'),
-  chat('deepseek', 'deepseek-chat'),
+  // DeepSeek refuses max_tokens above 8 192 on deepseek-chat (api-docs.deepseek.com, models & pricing).
+  { ...chat('deepseek', 'deepseek-chat'), maxOutputTokens: 8192 },
   chat('deepseek', 'deepseek-reasoner'),
   chat('mistral', 'mistral-large-latest'),
   chat('mistral', 'mistral-small-latest'),

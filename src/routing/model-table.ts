@@ -42,6 +42,7 @@ export function buildModelTable(config: Config): ModelTable {
     bySlug.set(m.slug, {
       slug: m.slug,
       type: m.type,
+      maxOutputTokens: m.maxOutputTokens,
       deployments: [
         {
           id: m.provider,
