@@ -82,13 +82,22 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     }),
   )
 
+  const decrementInFlight = (): void => {
+    deps.lifecycle.inFlight--
+  }
   // Callback style: this runs on every request, and a sync hook costs no promise.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
-    if (deps.lifecycle.draining && !request.url.startsWith('/healthz')) {
+    // server.ts waits for this to reach 0 after SIGTERM; 'close' comes after the answer or an abort.
+    deps.lifecycle.inFlight++
+    reply.raw.once('close', decrementInFlight)
+    if (deps.lifecycle.draining) {
+      // Kept-alive clients learn to go elsewhere; /healthz still answers (the process is alive).
       reply.header('connection', 'close')
-      done(new GatewayError('shutting_down', 'the gateway is shutting down; retry'))
-      return
+      if (!request.url.startsWith('/healthz')) {
+        done(new GatewayError('shutting_down', 'the gateway is shutting down; retry'))
+        return
+      }
     }
     done()
   })
