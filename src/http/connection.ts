@@ -54,7 +54,9 @@ export function createClientErrorHandler(
       return
     }
     const e = toClientError(err)
-    log.debug({ code: err.code, status: e.status }, 'client error: closing the connection')
+    // Timeouts tell of slow or stuck clients; malformed requests are mostly scanners: kept out of info.
+    const level = e.code === 'request_timeout' ? 'info' : 'debug'
+    log[level]({ code: err.code, status: e.status }, 'client error: closing the connection')
     writeRawError(socket, e)
   }
 }
