@@ -8,6 +8,7 @@ import { availableParallelism, tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
@@ -150,9 +151,10 @@ async function startUpstream(): Promise<Target> {
   return { name: 'upstream', origin, child }
 }
 
-async function startGateway(upstream: string, configPath: string): Promise<Target> {
+async function startGateway(upstream: string, configPath: string, filesDir: string): Promise<Target> {
   const port = await freePort()
   const child = startChild('gateway', 'src/server.ts', {
+    GATEWAY_FILES_DIR: filesDir,
     PORT: String(port),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
@@ -495,6 +497,60 @@ async function memoryWithOpenStreams(target: Target): Promise<Memory> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// (e) Resident memory during a 50 MB upload: streamed to disk, it should grow the gateway by far
+// less than the file. Sampled every 50 ms while undici sends the body chunk by chunk.
+
+const UPLOAD_MB = 50
+
+interface UploadMemory {
+  beforeMb: number
+  peakMb: number
+  growthMb: number
+}
+
+async function memoryDuringUpload(target: Target): Promise<UploadMemory> {
+  const pid = targetPid(target)
+  const boundary = '----junction-bench'
+  async function* body(): AsyncGenerator<Buffer> {
+    yield Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n`)
+    yield Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.bin"\r\n\r\n`,
+    )
+    // A fresh buffer each time: undici may still hold the previous one.
+    for (let i = 0; i < UPLOAD_MB * 16; i++) yield Buffer.alloc(64 * 1024, i % 251)
+    yield Buffer.from(`\r\n--${boundary}--\r\n`)
+  }
+  const beforeMb = await rssMb(pid)
+  let peakMb = beforeMb
+  let sampling = true
+  const sampler = (async () => {
+    while (sampling) {
+      peakMb = Math.max(peakMb, await rssMb(pid))
+      await sleep(50)
+    }
+  })()
+  try {
+    const res = await request(`${target.origin}/v1/files`, {
+      method: 'POST',
+      headers: {
+        authorization: headers.authorization,
+        'content-type': `multipart/form-data; boundary=${boundary}`,
+      },
+      body: Readable.from(body()),
+    })
+    const text = await res.body.text()
+    if (res.statusCode !== 200) throw new Error(`upload answered ${res.statusCode}: ${text}`)
+    const { id } = JSON.parse(text) as { id: string }
+    await (await request(`${target.origin}/v1/files/${id}`, { method: 'DELETE', headers })).body.dump()
+  } finally {
+    sampling = false
+    await sampler
+  }
+  peakMb = Math.max(peakMb, await rssMb(pid))
+  return { beforeMb, peakMb, growthMb: peakMb - beforeMb }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Report
 
 type Figures = Partial<Record<string, number>>
@@ -578,6 +634,16 @@ async function measureAll(targets: Target[], wrkScript: string): Promise<Record<
     Object.assign(results[t.name], { rssBefore: m.beforeMb, rssWith: m.withMb, rssDelta: m.deltaMb })
     results[t.name].opened = m.opened
   }
+  const gateway = targets.find((t) => t.name === 'gateway')
+  if (gateway) {
+    console.log(`· gateway: memory during a ${UPLOAD_MB} MB upload`)
+    const u = await memoryDuringUpload(gateway)
+    Object.assign(results.gateway, {
+      uploadBefore: u.beforeMb,
+      uploadPeak: u.peakMb,
+      uploadGrowth: u.growthMb,
+    })
+  }
   for (const t of targets) {
     console.log(`· ${t.name}: warm-up, then blocking chat at saturation`)
     await saturate(t, settings.warmupS, wrkScript)
@@ -609,7 +675,7 @@ async function main(): Promise<void> {
   workDir = dir
   try {
     const upstream = await startUpstream()
-    const gateway = await startGateway(upstream.origin, await writeGatewayConfig(dir))
+    const gateway = await startGateway(upstream.origin, await writeGatewayConfig(dir), join(dir, 'files'))
     const floor = await startFloor(upstream.origin)
     const targets = [gateway, floor, upstream]
     for (const t of targets) await checkTarget(t)
@@ -623,6 +689,12 @@ async function main(): Promise<void> {
     const results = await measureAll(targets, await writeWrkScript(dir))
     console.log('')
     printTable(results)
+    console.log('')
+    const g = results.gateway
+    console.log(
+      `gateway, ${UPLOAD_MB} MB upload: RSS ${cell(g.uploadBefore, 1)} MB before, peak ${cell(g.uploadPeak, 1)} MB, ` +
+        `growth ${cell(g.uploadGrowth, 1)} MB (streamed to disk: far less than the file)`,
+    )
     console.log('')
     printTargets(results)
   } finally {

@@ -1,7 +1,14 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify'
 import { authenticate } from './auth.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
+import { createClientErrorHandler, watchBodyIdle, writeRawError } from './http/connection.ts'
+import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
 import { accountRoutes } from './routes/account.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { chatRoutes } from './routes/chat.ts'
@@ -10,14 +17,48 @@ import { filesRoutes } from './routes/files.ts'
 import { healthRoutes } from './routes/health.ts'
 import { modelsRoutes } from './routes/models.ts'
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Bytes of JSON bodies still arriving, across all connections (bounded by maxBufferedBodyBytes). */
+    bodyBudget: BodyBudget
+  }
+}
+
 const requestIdPattern = /^[0-9a-f]{32}$/
+
+/**
+ * An answer sent before the request's body was read closes the connection: otherwise Node would read
+ * (and discard) the rest of the body for as long as the client keeps sending it.
+ */
+function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply): void {
+  if (!request.raw.complete) reply.header('connection', 'close')
+}
 
 /** Builds the HTTP app. Never listens: server.ts does, tests use inject or listen on port 0. */
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
+  const server = deps.config.server
   const app = Fastify({
     loggerInstance: deps.log as FastifyBaseLogger,
-    bodyLimit: deps.config.server.bodyLimitBytes,
-    keepAliveTimeout: deps.config.server.keepAliveTimeoutMs,
+    bodyLimit: server.bodyLimitBytes,
+    keepAliveTimeout: server.keepAliveTimeoutMs,
+    // Node checks both timeouts on a timer, and answers 408 through clientErrorHandler.
+    requestTimeout: server.requestTimeoutMs,
+    http: {
+      headersTimeout: server.headersTimeoutMs,
+      connectionsCheckingInterval: Math.min(
+        30_000,
+        Math.max(10, Math.ceil(Math.min(server.headersTimeoutMs, server.requestTimeoutMs) / 10)),
+      ),
+    },
+    clientErrorHandler: createClientErrorHandler(deps.log),
+    // A malformed URL or an over-long path parameter, refused before routing.
+    frameworkErrors: (err, request, genericReply) => {
+      const reply = genericReply as FastifyReply
+      const e = toGatewayError(err)
+      request.log.info({ status: e.status, code: e.code }, 'request rejected')
+      closeIfBodyUnread(request, reply)
+      void reply.code(e.status).header('x-request-id', request.id).send(toErrorBody(e, request.id))
+    },
     // A caller's own request id is kept when it has our form, so logs of both sides line up.
     genReqId: (req) => {
       const given = req.headers['x-request-id']
@@ -28,18 +69,53 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true },
   })
   app.decorateRequest('account', null as never)
+  app.decorate('bodyBudget', createBodyBudget(server.maxBufferedBodyBytes))
   // Every body the API takes is JSON (multipart is added per route); plain text is a 415.
   app.removeContentTypeParser('text/plain')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser(
+    'application/json',
+    createJsonBodyParser({
+      bodyLimit: server.bodyLimitBytes,
+      maxDepth: server.maxJsonDepth,
+      budget: app.bodyBudget,
+    }),
+  )
 
+  const decrementInFlight = (): void => {
+    deps.lifecycle.inFlight--
+  }
   // Callback style: this runs on every request, and a sync hook costs no promise.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
-    if (deps.lifecycle.draining && !request.url.startsWith('/healthz')) {
+    // server.ts waits for this to reach 0 after SIGTERM; 'close' comes after the answer or an abort.
+    deps.lifecycle.inFlight++
+    reply.raw.once('close', decrementInFlight)
+    if (deps.lifecycle.draining) {
+      // Kept-alive clients learn to go elsewhere; /healthz still answers (the process is alive).
       reply.header('connection', 'close')
-      done(new GatewayError('shutting_down', 'the gateway is shutting down; retry'))
-      return
+      if (!request.url.startsWith('/healthz')) {
+        done(new GatewayError('shutting_down', 'the gateway is shutting down; retry'))
+        return
+      }
     }
     done()
+  })
+
+  // A body that stops arriving is cut: requestTimeoutMs bounds the whole request, this its silences.
+  // Checked after auth, so only bodies a client was allowed to send are watched.
+  app.addHook('preParsing', (request, reply, payload, done) => {
+    if (!request.raw.complete) {
+      watchBodyIdle(request.raw, server.bodyIdleTimeoutMs, () => {
+        request.log.info({ idleMs: server.bodyIdleTimeoutMs }, 'request body stalled: connection closed')
+        const e = new GatewayError(
+          'request_timeout',
+          `no byte of the request body arrived for ${server.bodyIdleTimeoutMs} ms`,
+        )
+        writeRawError(request.raw.socket, e, request.id)
+      })
+    }
+    done(null, payload)
   })
 
   app.setErrorHandler((err, request, reply) => {
@@ -49,8 +125,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       request.log.info('client closed the connection before the answer')
       return reply.code(499).send()
     }
-    if (e.status >= 500) request.log.error({ err, status: e.status, code: e.code }, 'request failed')
-    else request.log.info({ status: e.status, code: e.code, param: e.param }, 'request rejected')
+    if (e.status >= 500 && e.code !== 'server_busy') {
+      request.log.error({ err, status: e.status, code: e.code }, 'request failed')
+    } else request.log.info({ status: e.status, code: e.code, param: e.param }, 'request rejected')
+    closeIfBodyUnread(request, reply)
     return reply.code(e.status).headers(e.headers).send(toErrorBody(e, request.id))
   })
 
@@ -59,6 +137,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       'route_not_found',
       `no route for ${request.method} ${request.url.split('?')[0]}`,
     )
+    closeIfBodyUnread(request, reply)
     return reply.code(404).send(toErrorBody(e, request.id))
   })
 

@@ -62,6 +62,16 @@ export interface Config {
     logLevel: string
     /** How long an idle keep-alive client connection stays open. */
     keepAliveTimeoutMs: number
+    /** Longest time to receive a whole request, body included (408 after it). */
+    requestTimeoutMs: number
+    /** Longest time to receive a request's headers (408 after it). */
+    headersTimeoutMs: number
+    /** Longest silence while a request body is still arriving (408 after it). */
+    bodyIdleTimeoutMs: number
+    /** Bytes of unfinished JSON bodies held across all connections; past it new bytes are refused (503). */
+    maxBufferedBodyBytes: number
+    /** Deepest nesting of objects and arrays a JSON body may have (400 `too_deep` past it). */
+    maxJsonDepth: number
   }
   limits: {
     /** How long a reservation holds credits if its request never settles it (crash, hang). */
@@ -95,6 +105,8 @@ export const DEV_KEY = 'sk-dev'
 export const DEV_CREDITS_USD = 100
 
 const hex64 = /^[0-9a-f]{64}$/
+/** Ten minutes: a 512 MiB upload (the default file limit) fits at about 1 MB/s. */
+const DEFAULT_REQUEST_TIMEOUT_MS = 600_000
 
 /** Node's timers take at most 2^31 − 1 ms; a longer delay would fire at once. */
 const timeoutMs = z
@@ -249,8 +261,19 @@ const fileSchema = z
         shutdownGraceMs: z.number().int().min(0).optional(),
         logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
         keepAliveTimeoutMs: z.number().int().positive().optional(),
+        requestTimeoutMs: z.number().int().positive().optional(),
+        headersTimeoutMs: z.number().int().positive().optional(),
+        bodyIdleTimeoutMs: z.number().int().positive().optional(),
+        maxBufferedBodyBytes: z.number().int().positive().optional(),
+        maxJsonDepth: z.number().int().min(2).max(1000).optional(),
       })
       .strict()
+      .refine(
+        (s) =>
+          s.headersTimeoutMs === undefined ||
+          s.headersTimeoutMs <= (s.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS),
+        { message: 'headersTimeoutMs must not be above requestTimeoutMs', path: ['headersTimeoutMs'] },
+      )
       .default({}),
     limits: z
       .object({
@@ -368,6 +391,7 @@ export function loadConfig(
     devAccount = true
   }
 
+  const requestTimeoutMs = file.server.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
   return {
     env: nodeEnv,
     server: {
@@ -377,6 +401,11 @@ export function loadConfig(
       shutdownGraceMs: e.GATEWAY_SHUTDOWN_GRACE_MS ?? file.server.shutdownGraceMs ?? 30_000,
       logLevel: e.LOG_LEVEL ?? file.server.logLevel ?? 'info',
       keepAliveTimeoutMs: file.server.keepAliveTimeoutMs ?? 72_000,
+      requestTimeoutMs,
+      headersTimeoutMs: file.server.headersTimeoutMs ?? Math.min(30_000, requestTimeoutMs),
+      bodyIdleTimeoutMs: file.server.bodyIdleTimeoutMs ?? 30_000,
+      maxBufferedBodyBytes: file.server.maxBufferedBodyBytes ?? 256 * 1024 * 1024,
+      maxJsonDepth: file.server.maxJsonDepth ?? 64,
     },
     limits: {
       reservationTtlMs: file.limits.reservationTtlMs ?? 15 * 60_000,

@@ -15,6 +15,8 @@ import type { Store } from './store/types.ts'
 export interface Lifecycle {
   /** Set on SIGTERM: new requests get 503 and /readyz fails while in-flight work finishes. */
   draining: boolean
+  /** Requests being answered now: after SIGTERM, server.ts waits for 0 before closing connections. */
+  inFlight: number
 }
 
 export interface Deps {
@@ -103,7 +105,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     stats: createMeteringStats(),
     now,
     ids: overrides.ids ?? defaultIds,
-    lifecycle: { draining: false },
+    lifecycle: { draining: false, inFlight: 0 },
     async close() {
       await providers.close()
       await store.close()

@@ -50,6 +50,8 @@ export const errorCatalogue = {
   upstream_error: { status: 502, type: 'upstream_error' },
   no_available_provider: { status: 503, type: 'service_unavailable' },
   shutting_down: { status: 503, type: 'service_unavailable' },
+  /** Too many request bytes are held in memory at once: retry shortly. */
+  server_busy: { status: 503, type: 'service_unavailable' },
   store_unavailable: { status: 503, type: 'service_unavailable' },
   upstream_timeout: { status: 504, type: 'timeout_error' },
 } as const satisfies Record<string, { status: number; type: ErrorType }>

@@ -1,3 +1,5 @@
+import { Server as NetServer } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
 import { createDeps } from './deps.ts'
@@ -26,20 +28,28 @@ async function main(): Promise<void> {
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return
     stopping = true
+    // From now on every request, on a connection kept alive from before, is answered 503 with
+    // connection: close (app.ts), so its client learns to go elsewhere.
     deps.lifecycle.draining = true
+    // Stop accepting connections but keep the open ones: http.Server's close() would also close the
+    // idle keep-alive connections at once, and their clients would meet a reset instead of the 503.
+    NetServer.prototype.close.call(app.server)
     const grace = config.server.shutdownGraceMs
     deps.log.info(
-      { signal, graceMs: grace },
+      { signal, graceMs: grace, inFlight: deps.lifecycle.inFlight },
       'shutting down: no new connections; waiting for in-flight requests',
     )
     // Streams still open when the grace period ends are cut; their generators still record them.
+    let graceOver = false
     const force = setTimeout(() => {
+      graceOver = true
       deps.log.warn('grace period over: closing remaining connections')
       app.server.closeAllConnections()
     }, grace)
     force.unref()
-    // server.close() only closes connections idle at that moment; a keep-alive connection whose
-    // stream ends later would hold the process open until its client leaves.
+    // Nothing signals the last response's end: the count is polled.
+    while (deps.lifecycle.inFlight > 0 && !graceOver) await sleep(50)
+    // Idle connections close now; one busy with a late request (a /healthz) closes once answered.
     const sweep = setInterval(() => app.server.closeIdleConnections(), 100)
     sweep.unref()
     try {

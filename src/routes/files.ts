@@ -229,9 +229,9 @@ function accountBytesExceeded(maxBytes: number): GatewayError {
 }
 
 /**
- * After an early answer the rest of the body is read and dropped, so the client gets the answer on a
- * connection that stays usable instead of one stuck mid-upload. (Stopping the multipart parser first
- * means nothing is parsed or kept meanwhile.)
+ * Before an early answer the multipart parser is stopped (nothing more is parsed or kept) and bytes
+ * still arriving are dropped until the answer is out; the answer then closes the connection (app.ts),
+ * so the rest of the upload is never read.
  */
 function drainRequest(request: FastifyRequest): void {
   const raw = request.raw

@@ -19,6 +19,27 @@ describe('loadConfig', () => {
     expect(c.accounts[0]?.keys[0]?.sha256).toBe(hashKey('sk-dev'))
   })
 
+  it('bounds slow clients by default, and the file can change each bound', () => {
+    expect(loadConfig({}).server).toMatchObject({
+      requestTimeoutMs: 600_000,
+      headersTimeoutMs: 30_000,
+      bodyIdleTimeoutMs: 30_000,
+      maxBufferedBodyBytes: 256 * 1024 * 1024,
+      maxJsonDepth: 64,
+    })
+    const set = {
+      requestTimeoutMs: 5000,
+      bodyIdleTimeoutMs: 100,
+      maxBufferedBodyBytes: 1000,
+      maxJsonDepth: 8,
+    }
+    // Headers can't take longer than the whole request.
+    expect(withFile({ server: set }).server).toMatchObject({ ...set, headersTimeoutMs: 5000 })
+    expect(() => withFile({ server: { requestTimeoutMs: 1000, headersTimeoutMs: 2000 } })).toThrow(
+      /server\.headersTimeoutMs/,
+    )
+  })
+
   it('PORT and HOST override the defaults', () => {
     const c = loadConfig({ PORT: '9999', HOST: '127.0.0.1' })
     expect(c.server).toMatchObject({ port: 9999, host: '127.0.0.1' })
