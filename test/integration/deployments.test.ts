@@ -2,7 +2,7 @@ import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
 import { toUsd } from '../../src/billing/money.ts'
 import { jsonFile, sendJson, sseFile, startFakeUpstream } from '../support/fake-upstream.ts'
-import { startGateway, type TestGateway } from '../support/gateway.ts'
+import { readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
 
 // A model served by two deployments on two upstreams: the one that answers is the one charged.
 
@@ -66,7 +66,7 @@ describe('several deployments per model', () => {
     expect([a.requests.length, b.requests.length]).toEqual([1, 1])
     expect((a.requests[0]?.body as { model: string }).model).toBe('alpha-model')
     expect((b.requests[0]?.body as { model: string }).model).toBe('beta-model')
-    const rec = await readRecordWithKey(gw, answer.id)
+    const rec = await readGeneration(gw, answer.id, acme)
     // 19 prompt tokens at $100/M + 10 completion tokens at $200/M (beta's price, not alpha's).
     expect(rec.provider).toBe('beta')
     expect(rec.usage.upstream_cost).toBe(toUsd(19n * 100_000_000n + 10n * 200_000_000n))
@@ -85,7 +85,7 @@ describe('several deployments per model', () => {
     }
     expect(content.length).toBeGreaterThan(0)
     expect([a.requests.length, b.requests.length]).toEqual([1, 1])
-    expect((await readRecordWithKey(gw, id)).provider).toBe('beta')
+    expect((await readGeneration(gw, id, acme)).provider).toBe('beta')
   })
 
   it('a client error (400) is not retried on the next deployment', async () => {
@@ -122,14 +122,3 @@ describe('several deployments per model', () => {
 })
 
 const acme = { authorization: 'Bearer sk-acme-0001' }
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function readRecordWithKey(gw: TestGateway, id: string): Promise<any> {
-  // The generation of a stream is written as it closes: wait for it (bounded).
-  for (let i = 0; i < 100; i++) {
-    const res = await fetch(`${gw.origin}/v1/generation?id=${id}`, { headers: acme })
-    if (res.status === 200) return res.json()
-    await new Promise((r) => setImmediate(r))
-  }
-  throw new Error(`no record ${id}`)
-}

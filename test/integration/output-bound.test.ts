@@ -6,7 +6,7 @@ import {
   type FakeUpstream,
   type RecordedRequest,
 } from '../support/fake-upstream.ts'
-import { startGateway, type TestGateway } from '../support/gateway.ts'
+import { readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
 
 // The reservation is a real bound: the output limit it assumed is sent upstream, so concurrent
 // requests cannot overdraw an account by more than one request, and an upstream that ignores the
@@ -129,7 +129,7 @@ describe('the output limit the reservation assumed', () => {
     expect(events.length - 1).toBe(1000)
     expect(gw.deps.stats.outputOverruns).toBe(1)
     const id = res.headers.get('x-generation-id') ?? ''
-    const rec = await waitForRecord(gw, id)
+    const rec = await readGeneration(gw, id, key)
     expect(rec.cost_source).toBe('estimate')
     expect(rec.usage.completion_tokens).toBe(1000)
   })
@@ -143,17 +143,7 @@ describe('the output limit the reservation assumed', () => {
     const res = await post(gw, ask())
     expect(res.status).toBe(200)
     expect(gw.deps.stats.outputOverruns).toBe(1)
-    const rec = await waitForRecord(gw, res.headers.get('x-generation-id') ?? '')
+    const rec = await readGeneration(gw, res.headers.get('x-generation-id') ?? '', key)
     expect(rec.usage.cost).toBe(toUsd(usd(0.00001) + usd(0.01)))
   })
 })
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function waitForRecord(gw: TestGateway, id: string): Promise<any> {
-  for (let i = 0; i < 200; i++) {
-    const res = await fetch(`${gw.origin}/v1/generation?id=${id}`, { headers: key })
-    if (res.status === 200) return res.json()
-    await new Promise((r) => setImmediate(r))
-  }
-  throw new Error(`no record ${id}`)
-}

@@ -122,10 +122,14 @@ export function postJson(
 }
 
 /** The generation record of `id`; a stream's is written as the stream closes, so it may take a moment. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function readGeneration(gw: TestGateway, id: string): Promise<any> {
+export async function readGeneration(
+  gw: TestGateway,
+  id: string,
+  headers: Record<string, string> = devAuth,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+): Promise<any> {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const res = await fetch(`${gw.origin}/v1/generation?id=${encodeURIComponent(id)}`, { headers: devAuth })
+    const res = await fetch(`${gw.origin}/v1/generation?id=${encodeURIComponent(id)}`, { headers })
     if (res.status === 200) return res.json()
     await new Promise((r) => setTimeout(r, 20))
   }

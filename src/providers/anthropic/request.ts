@@ -6,6 +6,7 @@ import {
   parseDataUrl,
   refuseUnsupported,
   resolveReasoning,
+  unsupportedPart,
   type UnsupportedParam,
 } from '../shared/request.ts'
 import {
@@ -211,7 +212,7 @@ function toUserBlocks(content: ChatMessage['content'], at: string): AnthropicCon
 }
 
 function toUserBlock(part: ContentPart, at: string): AnthropicContentBlock[] {
-  if (!isKnownContentPart(part)) throw unsupportedPart(part.type, at)
+  if (!isKnownContentPart(part)) throw unsupportedPart('Anthropic', part.type, at)
   switch (part.type) {
     case 'text':
       return part.text === '' ? [] : [{ type: 'text', text: part.text, ...cacheControlOf(part) }]
@@ -255,16 +256,8 @@ function toUserBlock(part: ContentPart, at: string): AnthropicContentBlock[] {
     }
     case 'input_audio':
     case 'refusal':
-      throw unsupportedPart(part.type, at)
+      throw unsupportedPart('Anthropic', part.type, at)
   }
-}
-
-function unsupportedPart(type: string, at: string) {
-  return invalidRequest(
-    'unsupported_parameter',
-    `content parts of type ${JSON.stringify(type)} are not supported by Anthropic models`,
-    `${at}.type`,
-  )
 }
 
 function toImage(url: string, at: string): AnthropicImageBlock {

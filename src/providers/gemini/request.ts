@@ -6,6 +6,7 @@ import {
   parseDataUrl,
   refuseUnsupported,
   resolveReasoning,
+  unsupportedPart,
   type UnsupportedParam,
 } from '../shared/request.ts'
 import { mediaTypeOfName } from '../../files/content-type.ts'
@@ -167,7 +168,7 @@ function toUserParts(content: ChatMessage['content'], at: string): GeminiPart[] 
 }
 
 function toUserPart(part: ContentPart, at: string): GeminiPart[] {
-  if (!isKnownContentPart(part)) throw unsupportedPart(part.type, at)
+  if (!isKnownContentPart(part)) throw unsupportedPart('Gemini', part.type, at)
   switch (part.type) {
     case 'text':
       return part.text === '' ? [] : [{ text: part.text }]
@@ -205,16 +206,8 @@ function toUserPart(part: ContentPart, at: string): GeminiPart[] {
       return [{ inlineData: { mimeType, data: base64 } }]
     }
     case 'refusal':
-      throw unsupportedPart(part.type, at)
+      throw unsupportedPart('Gemini', part.type, at)
   }
-}
-
-function unsupportedPart(type: string, at: string) {
-  return invalidRequest(
-    'unsupported_parameter',
-    `content parts of type ${JSON.stringify(type)} are not supported by Gemini models`,
-    `${at}.type`,
-  )
 }
 
 /**

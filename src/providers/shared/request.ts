@@ -1,4 +1,4 @@
-import { invalidRequest } from '../../errors.ts'
+import { invalidRequest, type GatewayError } from '../../errors.ts'
 import { mediaTypeOfName } from '../../files/content-type.ts'
 import type { ChatRequest, FilePart } from '../types.ts'
 
@@ -112,4 +112,13 @@ export function inlineFileData(
     mediaType: data?.mediaType ?? mediaTypeOfName(file.filename),
     base64: data?.base64 ?? file.file_data,
   }
+}
+
+/** A content part the provider's API has no counterpart for: 400 naming the part's type. */
+export function unsupportedPart(providerModels: string, type: string, at: string): GatewayError {
+  return invalidRequest(
+    'unsupported_parameter',
+    `content parts of type ${JSON.stringify(type)} are not supported by ${providerModels} models`,
+    `${at}.type`,
+  )
 }

@@ -3,44 +3,16 @@ import { usd } from '../../../src/billing/money.ts'
 import type { StoredFile } from '../../../src/store/files.ts'
 import { createMemoryRateLimitStore, createMemoryStore } from '../../../src/store/memory.ts'
 import type { Account, GenerationRecord, RateLimitStore } from '../../../src/store/types.ts'
+import { accountFixture, generationFixture } from '../../contract/store.ts'
 
 // What only the memory backend does; the interface itself is checked by test/contract/store.ts
 // (memory.contract.test.ts).
 
-const account = (id: string): Account => ({
-  id,
-  name: id,
-  createdAt: 0,
-  discountPpm: 0,
-  modelDiscountsPpm: {},
-  rateLimits: {},
-})
+const account = (id: string): Account =>
+  accountFixture(id, { createdAt: 0, discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} })
 
-const record = (generationId: string, accountId: string): GenerationRecord => ({
-  generationId,
-  accountId,
-  api: '/v1/chat/completions',
-  model: 'mock/chat',
-  provider: 'mock',
-  createdAt: 0,
-  generationTimeMs: 1,
-  latencyMs: 1,
-  streamed: false,
-  finishReason: 'stop',
-  cancelled: false,
-  costSource: 'upstream',
-  usage: {
-    prompt_tokens: 1,
-    completion_tokens: 1,
-    total_tokens: 2,
-    prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0, audio_tokens: 0, video_tokens: 0 },
-    completion_tokens_details: { reasoning_tokens: 0, image_tokens: 0, audio_tokens: 0 },
-  },
-  upstreamCost: 1n,
-  discountPpm: 0,
-  discount: 0n,
-  cost: 1n,
-})
+const record = (generationId: string, accountId: string): GenerationRecord =>
+  generationFixture(generationId, accountId, { upstreamCost: 1n, discountPpm: 0, discount: 0n, cost: 1n })
 
 const file = (accountId: string): StoredFile => ({
   id: 'file-1',
