@@ -8,6 +8,7 @@ import { createRouter, type Router } from './routing/router.ts'
 import { createLocalFileStorage } from './files/local-storage.ts'
 import type { FileStorage } from './files/storage.ts'
 import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
+import { createRenewals, type Renewals } from './inference/renewals.ts'
 import { countTokens, type TokenCounter } from './billing/tokens.ts'
 import { createMemoryStore } from './store/memory.ts'
 import type { Store } from './store/types.ts'
@@ -31,6 +32,8 @@ export interface Deps {
   /** Counts tokens for usage estimates. */
   countTokens: TokenCounter
   stats: MeteringStats
+  /** Keeps running requests' reservations alive. */
+  renewals: Renewals
   now: () => number
   ids: Ids
   lifecycle: Lifecycle
@@ -103,6 +106,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     fileStorage: overrides.fileStorage ?? createLocalFileStorage(config.files.dir, { now }),
     countTokens: overrides.countTokens ?? countTokens,
     stats: createMeteringStats(),
+    renewals: createRenewals({ ledger: store.ledger, now, log, ttlMs: config.limits.reservationTtlMs }),
     now,
     ids: overrides.ids ?? defaultIds,
     lifecycle: { draining: false, inFlight: 0 },

@@ -12,6 +12,7 @@ import type { BillableUsage } from '../billing/prices.ts'
 import type { Usage } from '../providers/types.ts'
 import type { Deployment, ServedModel } from '../routing/model-table.ts'
 import type { Account, GenerationRecord, GenerationUsage } from '../store/types.ts'
+import type { Renewals } from './renewals.ts'
 
 // One generation's life, shared by every kind of inference: admitted (rate limits, reservation),
 // kept alive while it runs (the reservation is renewed), then settled exactly once, priced at the
@@ -19,6 +20,7 @@ import type { Account, GenerationRecord, GenerationUsage } from '../store/types.
 
 export interface GenerationDeps extends MeteringDeps {
   now: () => number
+  renewals: Renewals
 }
 
 export interface BeginGeneration {
@@ -63,36 +65,23 @@ export interface Generation {
  */
 export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration): Promise<Generation> {
   const startedAt = deps.now()
-  const ttlMs = deps.config.limits.reservationTtlMs
   const admission = await admit(deps, {
     account: b.account,
     slug: b.model.slug,
     generationId: b.generationId,
     costBound: costBound(b.model, b.promptTokenBound, b.outputTokenBound),
     tokenEstimate: b.tokenEstimate,
-    ttlMs,
+    ttlMs: deps.config.limits.reservationTtlMs,
     now: startedAt,
   })
   const reservation = { id: admission.reservation.id, accountId: admission.reservation.accountId }
-  const renewal = setInterval(
-    () => {
-      deps.store.ledger.renew(reservation, deps.now(), ttlMs).then(
-        (held) => {
-          if (!held) deps.log.warn({ generationId: b.generationId }, 'reservation was gone when renewed')
-        },
-        (err: unknown) =>
-          deps.log.warn({ err, generationId: b.generationId }, 'could not renew a reservation'),
-      )
-    },
-    Math.max(1, Math.floor(ttlMs / 3)),
-  )
-  renewal.unref()
+  const stopRenewing = deps.renewals.hold(reservation)
 
   let firstByteAt: number | undefined
   let finished: Promise<GenerationRecord | null> | undefined
 
   async function end(o: Outcome): Promise<GenerationRecord | null> {
-    clearInterval(renewal)
+    stopRenewing()
     const endedAt = deps.now()
     if (!o.produced && !o.cancelled) {
       // Nothing was produced (every upstream failed first): nothing to bill or record.
@@ -148,7 +137,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     },
     finish(outcome) {
       finished ??= end(outcome).catch((err: unknown) => {
-        clearInterval(renewal)
+        stopRenewing()
         deps.log.error({ err, generationId: b.generationId }, 'could not record or settle a generation')
         return null
       })

@@ -1,17 +1,11 @@
 import { pino } from 'pino'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
-import {
-  admit,
-  buildRecord,
-  costBound,
-  createMeteringStats,
-  settle,
-  type MeteringDeps,
-} from '../../../src/billing/metering.ts'
+import { admit, buildRecord, costBound, createMeteringStats, settle } from '../../../src/billing/metering.ts'
 import { compilePrice } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
-import { beginGeneration } from '../../../src/inference/generation.ts'
+import { beginGeneration, type GenerationDeps } from '../../../src/inference/generation.ts'
+import { createRenewals } from '../../../src/inference/renewals.ts'
 import type { Deployment, ServedModel } from '../../../src/routing/model-table.ts'
 import { createMemoryStore } from '../../../src/store/memory.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
@@ -31,15 +25,18 @@ const model: ServedModel = {
 }
 const account = accountFixture('acct', { discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} })
 
-async function setup(credits = 1) {
+async function setup(credits = 1, ttlMs = 900_000) {
   const store = createMemoryStore()
   await store.accounts.create(account, usd(credits))
-  const deps: MeteringDeps & { now: () => number } = {
+  const config = loadConfig({ NODE_ENV: 'test' })
+  const log = pino({ level: 'silent' })
+  const deps: GenerationDeps = {
     store,
-    config: loadConfig({ NODE_ENV: 'test' }),
-    log: pino({ level: 'silent' }),
+    config: { ...config, limits: { ...config.limits, reservationTtlMs: ttlMs } },
+    log,
     stats: createMeteringStats(),
     now: () => 1_000,
+    renewals: createRenewals({ ledger: store.ledger, now: () => deps.now(), log, ttlMs }),
   }
   return { store, deps }
 }
@@ -170,10 +167,9 @@ describe('settle', () => {
 describe('beginGeneration', () => {
   it('renews the reservation while the request runs, and stops when it ends', async () => {
     vi.useFakeTimers()
-    const { store, deps } = await setup()
+    const { store, deps } = await setup(1, 3_000)
     let t = 0
     deps.now = () => t
-    deps.config = { ...deps.config, limits: { ...deps.config.limits, reservationTtlMs: 3_000 } }
     const renew = vi.spyOn(store.ledger, 'renew')
     const gen = await beginGeneration(deps, {
       account,
@@ -204,6 +200,7 @@ describe('beginGeneration', () => {
     const calls = renew.mock.calls.length
     await vi.advanceTimersByTimeAsync(10_000)
     expect(renew.mock.calls.length).toBe(calls)
+    expect(deps.renewals.size()).toBe(0)
     expect((await store.ledger.credits(account.id, t)).reserved).toBe(0n)
   })
 
