@@ -13,6 +13,8 @@ import { countTokens, type TokenCounter } from './billing/tokens.ts'
 import { createMemoryStore } from './store/memory.ts'
 import type { Store } from './store/types.ts'
 
+const SWEEP_INTERVAL_MS = 60_000
+
 export interface Lifecycle {
   /** Set on SIGTERM: new requests get 503 and /readyz fails while in-flight work finishes. */
   draining: boolean
@@ -96,6 +98,11 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
       }
     }
   }
+  // Housekeeping: expired holds and windows already count for nothing; this frees their space.
+  const sweeper = setInterval(() => {
+    store.sweep(now()).catch((err: unknown) => log.warn({ err }, 'store housekeeping failed'))
+  }, SWEEP_INTERVAL_MS)
+  sweeper.unref()
   return {
     config,
     log,
@@ -111,6 +118,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     ids: overrides.ids ?? defaultIds,
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
+      clearInterval(sweeper)
       await providers.close()
       await store.close()
     },

@@ -42,13 +42,19 @@ export interface MemoryStoreOptions {
 
 export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   const { accounts, ledger, generations } = createMemoryLedgerGroup(options.maxGenerationsPerAccount)
+  const rateLimits = options.rateLimits ?? createMemoryRateLimitStore()
   return {
     accounts,
     files: createMemoryFileStore(),
     ledger,
     generations,
-    rateLimits: options.rateLimits ?? createMemoryRateLimitStore(),
+    rateLimits,
     async ping() {},
+    async sweep(now) {
+      // Reading credits drops the account's expired reservations.
+      for (const a of await accounts.list()) await ledger.credits(a.id, now)
+      await rateLimits.sweep(now)
+    },
     async close() {},
   }
 }
@@ -212,12 +218,12 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
 }
 
 export function createMemoryRateLimitStore(): RateLimitStore {
-  const windows = new Map<string, { start: number; current: number; previous: number }>()
+  const windows = new Map<string, { start: number; current: number; previous: number; windowMs: number }>()
   const windowOf = (key: string, windowMs: number, now: number) => {
     const start = now - (now % windowMs)
     let w = windows.get(key)
     if (!w) {
-      w = { start, current: 0, previous: 0 }
+      w = { start, current: 0, previous: 0, windowMs }
       windows.set(key, w)
     } else if (w.start !== start) {
       w.previous = start - w.start === windowMs ? w.current : 0
@@ -227,6 +233,9 @@ export function createMemoryRateLimitStore(): RateLimitStore {
     return w
   }
   return {
+    async sweep(now) {
+      for (const [key, w] of windows) if (now - w.start >= 2 * w.windowMs) windows.delete(key)
+    },
     async consume(checks, windowMs, now) {
       // What earlier checks of this call would add, should one key appear twice.
       const pending = new Map<string, number>()

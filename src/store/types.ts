@@ -181,6 +181,8 @@ export interface RateCheck {
 }
 
 export interface RateLimitStore {
+  /** Deletes windows that can no longer count (older than two windows). */
+  sweep(now: number): Promise<void>
   /**
    * All-or-nothing over every check (sliding one-window counters): when all fit, counts all and
    * `allowed` is true; otherwise counts nothing. `decisions[i]` answers `checks[i]`: its `allowed`
@@ -203,5 +205,10 @@ export interface Store {
   rateLimits: RateLimitStore
   /** Resolves when the backend can serve requests (readiness). */
   ping(): Promise<void>
+  /**
+   * Housekeeping, run periodically: deletes reservations, upload holds and rate-limit windows that
+   * expired before `now` (they already count for nothing; this only frees their space).
+   */
+  sweep(now: number): Promise<void>
   close(): Promise<void>
 }

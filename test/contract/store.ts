@@ -244,6 +244,26 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await store.ledger.reserve(id, 'g2', usd(1), 1000, 1000))?.amount).toBe(usd(1))
       })
 
+      it('sweep drops what expired and keeps what is open, windows included', async () => {
+        const { store, id } = await withAccount(usd(2))
+        await store.ledger.reserve(id, 'old', usd(1), 0, 1000)
+        await store.ledger.reserve(id, 'open', usd(0.5), 0, 10_000)
+        const key = uid('rpm')
+        await store.rateLimits.consume([{ key, amount: 1, limit: 1 }], 60_000, 0)
+        await store.sweep(5_000)
+        expect((await store.ledger.credits(id, 5_000)).reserved).toBe(usd(0.5))
+        expect(await store.ledger.renew({ id: 'old', accountId: id }, 5_000, 1000)).toBe(false)
+        expect(await store.ledger.renew({ id: 'open', accountId: id }, 5_000, 10_000)).toBe(true)
+        // The window is still current: the limit still holds after a sweep.
+        expect((await store.rateLimits.consume([{ key, amount: 1, limit: 1 }], 60_000, 5_000)).allowed).toBe(
+          false,
+        )
+        await store.sweep(200_000)
+        expect(
+          (await store.rateLimits.consume([{ key, amount: 1, limit: 1 }], 60_000, 200_000)).allowed,
+        ).toBe(true)
+      })
+
       it('renews an open reservation, and not one that expired, was settled or released', async () => {
         const { store, id } = await withAccount(usd(1))
         const r = (await store.ledger.reserve(id, 'g1', usd(1), 0, 1000))!
