@@ -166,7 +166,49 @@ interface RelayContext {
  * Only what an estimate needs is kept (a bounded running token tally, never the whole text). However
  * the iteration ends (done, failed, client gone), `finally` settles exactly once.
  */
-export async function* relayStream(
+export function relayStream(
+  first: IteratorResult<ChatChunk>,
+  chunks: AsyncIterator<ChatChunk>,
+  ctx: RelayContext,
+): AsyncGenerator<ChatChunk> {
+  const relay = relayChunks(first, chunks, ctx)
+  // A client that leaves before the relay is first read (while the answer's headers are being sent)
+  // would leave a generator that never ran, so no `finally`: the generation is settled here instead,
+  // as a cancelled one that produced its first chunk.
+  const onGone = (): void => {
+    void chunks.return?.().catch(() => undefined)
+    void ctx.generation.finish({
+      deployment: ctx.candidate.deployment,
+      produced: true,
+      cancelled: true,
+      finishReason: null,
+      estimate: async () => ({
+        promptTokens: await ctx.promptTokens(),
+        completionTokens: first.done ? 0 : await ctx.count(chunkText(first.value)),
+      }),
+    })
+  }
+  if (ctx.signal.aborted) onGone()
+  else ctx.signal.addEventListener('abort', onGone, { once: true })
+  const started = async function* (): AsyncGenerator<ChatChunk> {
+    ctx.signal.removeEventListener('abort', onGone)
+    if (ctx.signal.aborted) {
+      // onGone has settled it already; the relay's own `finally` finds it settled.
+      await chunks.return?.().catch(() => undefined)
+      return
+    }
+    yield* relay
+  }
+  return started()
+}
+
+function chunkText(chunk: ChatChunk): string {
+  let text = ''
+  for (const c of chunk.choices) text += (c.delta.content ?? '') + (c.delta.reasoning ?? '')
+  return text
+}
+
+async function* relayChunks(
   first: IteratorResult<ChatChunk>,
   chunks: AsyncIterator<ChatChunk>,
   ctx: RelayContext,
