@@ -70,6 +70,7 @@ async function start(env: Record<string, string>): Promise<Running> {
   return { child, origin, output: () => out }
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies, checked by the tests
 async function json(res: Response | Promise<Response>, status = 200): Promise<any> {
   const r = await res
   const text = await r.text()
@@ -112,10 +113,11 @@ async function allRecords(s: Running): Promise<{ generationId: string; usage: { 
   const out = []
   let before: string | null = null
   do {
-    const page: any = await getJson(
-      s,
-      `/admin/accounts/acme/generations?limit=100${before ? `&before=${encodeURIComponent(before)}` : ''}`,
-    )
+    const page: { data: { generationId: string; usage: { cost: number } }[]; next_cursor: string | null } =
+      await getJson(
+        s,
+        `/admin/accounts/acme/generations?limit=100${before ? `&before=${encodeURIComponent(before)}` : ''}`,
+      )
     out.push(...page.data)
     before = page.next_cursor
   } while (before)
