@@ -173,22 +173,66 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   const all = <T>(text: string, ...params: SQLInputValue[]): T[] => sql(text).all(...params) as T[]
   const run = (text: string, ...params: SQLInputValue[]): number => Number(sql(text).run(...params).changes)
 
-  /** Runs `fn` as one write transaction; database failures become `store_unavailable`. */
-  const tx = <T>(fn: () => T): T => {
+  // Group commit: the write operations of one turn of the event loop (concurrent requests) run in one
+  // transaction, each inside its own savepoint, so one failing undoes only itself. The transaction's
+  // fixed costs (the lock, the WAL write of the pages every request touches: the account's row, its
+  // rate windows) are paid once per batch, not once per operation. Each caller's promise settles after
+  // the COMMIT: nothing is acknowledged before it is durable.
+  interface QueuedWrite {
+    fn: () => unknown
+    resolve: (value: unknown) => void
+    reject: (err: unknown) => void
+  }
+  let queue: QueuedWrite[] = []
+  let scheduled = false
+  const flush = (): void => {
+    scheduled = false
+    const batch = queue
+    queue = []
+    if (batch.length === 0) return
+    const outcomes: { ok: boolean; value: unknown }[] = []
     try {
       sql('BEGIN IMMEDIATE').run()
-      try {
-        const result = fn()
-        sql('COMMIT').run()
-        return result
-      } catch (err) {
-        if (db.isOpen && db.isTransaction) sql('ROLLBACK').run()
-        throw err
+      for (const w of batch) {
+        sql('SAVEPOINT op').run()
+        try {
+          outcomes.push({ ok: true, value: w.fn() })
+          sql('RELEASE op').run()
+        } catch (err) {
+          if (isDatabaseError(err)) throw err
+          // A caller's mistake (an unknown account): undo this operation only.
+          sql('ROLLBACK TO op').run()
+          sql('RELEASE op').run()
+          outcomes.push({ ok: false, value: err })
+        }
       }
+      sql('COMMIT').run()
     } catch (err) {
-      throw unavailable(err)
+      if (db.isOpen && db.isTransaction) {
+        try {
+          sql('ROLLBACK').run()
+        } catch {
+          // The connection is gone; nothing was committed either way.
+        }
+      }
+      for (const w of batch) w.reject(unavailable(err))
+      return
     }
+    batch.forEach((w, i) => {
+      const o = outcomes[i]!
+      if (o.ok) w.resolve(o.value)
+      else w.reject(o.value)
+    })
   }
+  /** Runs `fn` atomically in the next group commit; database failures become `store_unavailable`. */
+  const tx = <T>(fn: () => T): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject })
+      if (!scheduled) {
+        scheduled = true
+        setImmediate(flush)
+      }
+    })
   /** A single read statement (a snapshot by itself); database failures become `store_unavailable`. */
   const read = <T>(fn: () => T): T => {
     try {
@@ -281,7 +325,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       return read(() => all<AccountRow>('SELECT * FROM accounts ORDER BY created_at, id')).map(toAccount)
     },
     async addKey(key) {
-      tx(() => {
+      await tx(() => {
         mustExist(key.accountId)
         run(
           `INSERT INTO api_keys (hash, id, account_id, prefix, created_at) VALUES (?, ?, ?, ?, ?)
@@ -388,7 +432,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       })
     },
     async release(ref) {
-      tx(() => run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id))
+      await tx(() => run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id))
     },
   }
 
@@ -433,7 +477,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
 
   const rateLimits: RateLimitStore = {
     async sweep(now) {
-      tx(() => run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now))
+      await tx(() => run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now))
     },
     async consume(checks, windowMs, now) {
       if (checks.length === 0) return { allowed: true, decisions: [] }
@@ -482,7 +526,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       })
     },
     async adjust(key, delta, windowMs, now) {
-      tx(() => {
+      await tx(() => {
         const start = now - (now % windowMs)
         const w = get<WindowRow>(
           'SELECT start, current, previous, window_ms FROM rate_windows WHERE key = ?',
@@ -568,7 +612,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       })
     },
     async release(token) {
-      tx(() => run('DELETE FROM file_holds WHERE token = ?', token))
+      await tx(() => run('DELETE FROM file_holds WHERE token = ?', token))
     },
     async get(accountId, id) {
       const r = read(() => get<FileRow>('SELECT * FROM files WHERE account_id = ? AND id = ?', accountId, id))
@@ -632,7 +676,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       return r?.snapshot ?? null
     },
     async set(accountId, snapshot) {
-      tx(() =>
+      await tx(() =>
         run(
           `INSERT INTO config_applied (account_id, snapshot) VALUES (?, ?)
            ON CONFLICT (account_id) DO UPDATE SET snapshot = excluded.snapshot`,
@@ -656,7 +700,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       read(() => get('SELECT 1'))
     },
     async sweep(now) {
-      tx(() => {
+      await tx(() => {
         run('DELETE FROM reservations WHERE expires_at <= ?', now)
         run('DELETE FROM file_holds WHERE expires_at <= ?', now)
         run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now)
@@ -666,6 +710,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     },
     async close() {
       if (!db.isOpen) return
+      flush()
       cache.clear()
       db.close()
     },
