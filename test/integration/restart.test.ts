@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
@@ -50,8 +50,9 @@ interface Running {
   output: () => string
 }
 
-async function start(env: Record<string, string>): Promise<Running> {
+async function start(env: Record<string, string>, cwd?: string): Promise<Running> {
   const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', serverPath], {
+    cwd,
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -131,6 +132,21 @@ async function stop(s: Running, signal: NodeJS.Signals): Promise<void> {
 }
 
 describe('restart on the SQLite backend', () => {
+  it('with nothing configured keeps its state in ./data/junction.db of its working directory, and says so', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'junction-default-'))
+    dirs.push(dir)
+    const s = await start({}, dir)
+    expect(s.output()).toContain(join(dir, 'data', 'junction.db'))
+    expect(s.output()).toMatch(/state store: sqlite/)
+    expect(existsSync(join(dir, 'data', 'junction.db'))).toBe(true)
+    const auth = { authorization: 'Bearer sk-dev', 'content-type': 'application/json' }
+    const id = await chat(s, auth, false)
+    expect(id).not.toBeNull()
+    await stop(s, 'SIGTERM')
+    const again = await start({}, dir)
+    expect((await getJson(again, `/v1/generation?id=${id}`, auth)).generationId).toBe(id)
+  })
+
   it('after SIGTERM: balances, the admin-made account and key, records and files are all there and work', async () => {
     const env = workspace()
     const first = await start(env)
