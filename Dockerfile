@@ -18,8 +18,8 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src
-# Uploaded files live under /app/data (GATEWAY_FILES_DIR defaults to ./data/files): the only
-# directory the gateway writes, owned by its user; mount a volume there to keep files.
+# State lives under /app/data: the SQLite database (./data/junction.db by default) and uploaded files
+# (./data/files): the only directory the gateway writes, owned by its user; mount a volume there.
 RUN mkdir -p /app/data/files && chown -R node:node /app/data
 VOLUME /app/data
 USER node

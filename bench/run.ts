@@ -13,10 +13,11 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
 
-// `npm run bench`: the gateway against a bare Fastify + undici pass-through (the floor) and against
-// the fake upstream itself, all three in their own processes. It records figures and asserts
-// nothing. Knobs: BENCH_DURATION (s, default 10), BENCH_CONNECTIONS (50), BENCH_RATE (req/s, 1000),
-// BENCH_STREAMS (sequential streams for time to first byte, 200), BENCH_OPEN_STREAMS (1000).
+// `npm run bench`: the gateway (state in memory, and again on a SQLite file: `gw sqlite`) against a
+// bare Fastify + undici pass-through (the floor) and against the fake upstream itself, each in its own
+// process. It records figures and asserts nothing. Knobs: BENCH_DURATION (s, default 10),
+// BENCH_CONNECTIONS (50), BENCH_RATE (req/s, 1000), BENCH_STREAMS (sequential streams for time to
+// first byte, 200), BENCH_OPEN_STREAMS (1000).
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const CHAT_PATH = '/v1/chat/completions'
@@ -59,7 +60,7 @@ interface Child {
   tail: string
 }
 
-type TargetName = 'gateway' | 'floor' | 'upstream'
+type TargetName = 'gateway' | 'gateway-sqlite' | 'floor' | 'upstream'
 
 interface Target {
   name: TargetName
@@ -151,10 +152,17 @@ async function startUpstream(): Promise<Target> {
   return { name: 'upstream', origin, child }
 }
 
-async function startGateway(upstream: string, configPath: string, filesDir: string): Promise<Target> {
+/** `gateway` keeps its state in memory, `gateway-sqlite` in a SQLite file of the scratch directory. */
+async function startGateway(
+  name: 'gateway' | 'gateway-sqlite',
+  upstream: string,
+  configPath: string,
+  dir: string,
+): Promise<Target> {
   const port = await freePort()
-  const child = startChild('gateway', 'src/server.ts', {
-    GATEWAY_FILES_DIR: filesDir,
+  const child = startChild(name, 'src/server.ts', {
+    GATEWAY_FILES_DIR: join(dir, `${name}-files`),
+    GATEWAY_DATABASE_URL: name === 'gateway' ? 'memory' : `sqlite:${join(dir, 'junction.db')}`,
     PORT: String(port),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
@@ -165,7 +173,7 @@ async function startGateway(upstream: string, configPath: string, filesDir: stri
   })
   const origin = `http://127.0.0.1:${port}`
   await waitForHttp(child, `${origin}/healthz`, true)
-  return { name: 'gateway', origin, child }
+  return { name, origin, child }
 }
 
 async function startFloor(upstream: string): Promise<Target> {
@@ -591,11 +599,20 @@ function cell(value: number | undefined, digits: number): string {
 }
 
 function printTable(results: Record<TargetName, Figures>): void {
-  const head = ['measure', 'gateway', 'floor', 'upstream', 'gateway÷floor']
+  const head = ['measure', 'gateway', 'gw sqlite', 'floor', 'upstream', 'gateway÷floor']
   const body = buildRows().map((row) => {
-    const [g, f, u] = (['gateway', 'floor', 'upstream'] as const).map((t) => results[t][row.key])
+    const [g, q, f, u] = (['gateway', 'gateway-sqlite', 'floor', 'upstream'] as const).map(
+      (t) => results[t][row.key],
+    )
     const ratio = row.ratio && g !== undefined && f !== undefined && f !== 0 ? `${(g / f).toFixed(2)}×` : ''
-    return [row.label, cell(g, row.digits), cell(f, row.digits), cell(u, row.digits), ratio]
+    return [
+      row.label,
+      cell(g, row.digits),
+      cell(q, row.digits),
+      cell(f, row.digits),
+      cell(u, row.digits),
+      ratio,
+    ]
   })
   const widths = head.map((_, i) => Math.max(...[head, ...body].map((r) => (r[i] as string).length)))
   const line = (r: string[]): string =>
@@ -617,6 +634,15 @@ function printTargets(results: Record<TargetName, Figures>): void {
   console.log(
     `stream TTFB median within 0.5 ms of the floor: ${sign}${ttfbGap.toFixed(3)} ms → ${verdict(ttfbGap <= 0.5)}`,
   )
+  const sqlite = results['gateway-sqlite']
+  const storeRatio = (sqlite.satRps ?? 0) / (gateway.satRps ?? Number.NaN)
+  console.log(
+    `SQLite gateway requests/s ≥ 0.9× memory: ${storeRatio.toFixed(2)}× → ${verdict(storeRatio >= 0.9)}`,
+  )
+  const storeGap = (sqlite.ttfbMedian ?? Number.NaN) - (gateway.ttfbMedian ?? Number.NaN)
+  console.log(
+    `SQLite stream TTFB median within 0.1 ms of memory: ${storeGap >= 0 ? '+' : ''}${storeGap.toFixed(3)} ms → ${verdict(storeGap < 0.1)}`,
+  )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -626,7 +652,7 @@ function addFailures(figures: Figures, n: number): void {
 }
 
 async function measureAll(targets: Target[], wrkScript: string): Promise<Record<TargetName, Figures>> {
-  const results: Record<TargetName, Figures> = { gateway: {}, floor: {}, upstream: {} }
+  const results: Record<TargetName, Figures> = { gateway: {}, 'gateway-sqlite': {}, floor: {}, upstream: {} }
   // Memory first: after the load tests the heaps have grown, and the streams would fit in the slack.
   for (const t of targets.filter((x) => x.name !== 'upstream')) {
     console.log(`· ${t.name}: memory with ${settings.openStreams} open streams`)
@@ -675,9 +701,11 @@ async function main(): Promise<void> {
   workDir = dir
   try {
     const upstream = await startUpstream()
-    const gateway = await startGateway(upstream.origin, await writeGatewayConfig(dir), join(dir, 'files'))
+    const config = await writeGatewayConfig(dir)
+    const gateway = await startGateway('gateway', upstream.origin, config, dir)
+    const gatewaySqlite = await startGateway('gateway-sqlite', upstream.origin, config, dir)
     const floor = await startFloor(upstream.origin)
-    const targets = [gateway, floor, upstream]
+    const targets = [gateway, gatewaySqlite, floor, upstream]
     for (const t of targets) await checkTarget(t)
 
     const generator = wrkPath ? 'wrk -t1' : 'autocannon'

@@ -50,6 +50,37 @@ export interface AccountConfig {
   rateLimits: RateLimits
 }
 
+/** Where the state lives: `GATEWAY_DATABASE_URL` or the config file's `database.url`. */
+export type DatabaseBackend =
+  { kind: 'memory' } | { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string }
+
+export interface DatabaseConfig {
+  backend: DatabaseBackend
+  /** Generation records older than this are deleted by housekeeping; usage totals stay. Kept forever when unset. */
+  retentionDays?: number
+}
+
+/** The embedded default: next to the default files directory, whatever files.dir says. */
+export const DEFAULT_DATABASE_PATH = './data/junction.db'
+
+/**
+ * `memory`; `sqlite:<path>` or a path ending .db/.sqlite/.sqlite3; `postgres://…` / `postgresql://…`.
+ * Throws ConfigError for anything else (a typo must not silently pick a backend).
+ */
+export function parseDatabaseUrl(url: string, from: string): DatabaseBackend {
+  if (url === 'memory') return { kind: 'memory' }
+  if (/^postgres(ql)?:\/\//.test(url)) return { kind: 'postgres', url }
+  if (url.startsWith('sqlite:')) {
+    const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
+    if (path === '') throw new ConfigError(`${from}: sqlite: needs a file path (sqlite:./data/junction.db)`)
+    return { kind: 'sqlite', path }
+  }
+  if (/\.(db|sqlite|sqlite3)$/.test(url)) return { kind: 'sqlite', path: url }
+  throw new ConfigError(
+    `${from}: expected memory, sqlite:<path>, a path ending .db or .sqlite, or postgres://…`,
+  )
+}
+
 export interface Config {
   env: 'production' | 'development' | 'test'
   server: {
@@ -99,6 +130,7 @@ export interface Config {
     /** Most file bytes inlined into one chat request by file references (413 above). */
     maxInlineBytesPerRequest: number
   }
+  database: DatabaseConfig
 }
 
 export const DEV_KEY = 'sk-dev'
@@ -296,6 +328,13 @@ const fileSchema = z
       })
       .strict()
       .default({}),
+    database: z
+      .object({
+        url: z.string().min(1).optional(),
+        retentionDays: z.number().positive().max(1_000_000).optional(),
+      })
+      .strict()
+      .default({}),
   })
   .strict()
 
@@ -323,6 +362,7 @@ const envSchema = z.object({
   GATEWAY_MAX_FILE_BYTES_PER_ACCOUNT: z.coerce.number().int().positive().optional(),
   GATEWAY_MAX_INLINE_FILE_BYTES: z.coerce.number().int().positive().optional(),
   GATEWAY_ADMIN_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  GATEWAY_DATABASE_URL: z.string().min(1).optional(),
 })
 
 function describeZod(err: z.ZodError, prefix: string): string {
@@ -425,6 +465,15 @@ export function loadConfig(
         e.GATEWAY_MAX_FILE_BYTES_PER_ACCOUNT ?? file.files.maxBytesPerAccount ?? 10 * 1024 ** 3,
       maxInlineBytesPerRequest:
         e.GATEWAY_MAX_INLINE_FILE_BYTES ?? file.files.maxInlineBytesPerRequest ?? 32 * 1024 * 1024,
+    },
+    database: {
+      backend:
+        e.GATEWAY_DATABASE_URL !== undefined
+          ? parseDatabaseUrl(e.GATEWAY_DATABASE_URL, 'GATEWAY_DATABASE_URL')
+          : file.database.url !== undefined
+            ? parseDatabaseUrl(file.database.url, 'database.url')
+            : { kind: 'sqlite', path: DEFAULT_DATABASE_PATH },
+      retentionDays: file.database.retentionDays,
     },
   }
 }

@@ -10,7 +10,7 @@ import type { FileStorage } from './files/storage.ts'
 import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
 import { createRenewals, type Renewals } from './inference/renewals.ts'
 import { countTokens, type TokenCounter } from './billing/tokens.ts'
-import { createMemoryStore } from './store/memory.ts'
+import { createStore } from './store/create.ts'
 import type { Store } from './store/types.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
@@ -51,24 +51,45 @@ export interface DepsOverrides {
   countTokens?: TokenCounter
 }
 
+/** JSON with object keys sorted, so equal values compare equal as text. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_k, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  )
+}
+
 /**
- * Accounts of the config file enter the store at start-up, a new one with its initial credits. Existing
- * ones keep their state (a durable store outlives one instance); their config keys are (re-)added.
+ * Accounts of the config file enter the store at start-up. The rule (README, Storage): a new account is
+ * created with the file's credits as its opening balance; for an existing one, each field the file
+ * sets (name, discount, model discounts, rate limits) is applied only when the file's value changed
+ * since the last start, so what the admin API changed survives restarts until the file changes that
+ * field. Credits in the file are opening credits only. The file's keys are (re-)added.
  */
 async function seedAccounts(config: Config, store: Store, now: number): Promise<void> {
   for (const a of config.accounts) {
-    await store.accounts.create(
-      {
-        id: a.id,
-        name: a.name,
-        createdAt: now,
-        discountPpm: a.discountPpm,
-        modelDiscountsPpm: a.modelDiscountsPpm,
-        rateLimits: a.rateLimits,
-      },
-      a.initialCredits,
-    )
+    const fromFile = {
+      name: a.name,
+      discountPpm: a.discountPpm,
+      modelDiscountsPpm: a.modelDiscountsPpm,
+      rateLimits: a.rateLimits,
+    }
+    const created = await store.accounts.create({ id: a.id, createdAt: now, ...fromFile }, a.initialCredits)
+    if (!created) {
+      // Without a record of what was applied last (a backend without it, or an account the file just
+      // took over), the file's values are applied.
+      const last = await store.appliedConfig?.get(a.id)
+      const previous = (last ? JSON.parse(last) : {}) as Record<string, unknown>
+      const patch = Object.fromEntries(
+        Object.entries(fromFile).filter(([field, value]) => canonical(previous[field]) !== canonical(value)),
+      )
+      if (Object.keys(patch).length > 0) await store.accounts.update(a.id, patch)
+    }
+    await store.appliedConfig?.set(a.id, canonical(fromFile))
+    const present = new Set((await store.accounts.listKeys(a.id)).map((k) => k.hash))
     for (const key of a.keys) {
+      if (present.has(key.sha256)) continue
       await store.accounts.addKey({
         id: `key_${key.sha256.slice(0, 16)}`,
         accountId: a.id,
@@ -83,7 +104,7 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
 export async function createDeps(config: Config, overrides: DepsOverrides = {}): Promise<Deps> {
   const now = overrides.now ?? Date.now
   const log = overrides.log ?? createLogger(config.server.logLevel)
-  const store = overrides.store ?? createMemoryStore()
+  const store = overrides.store ?? (await createStore(config.database, { log }))
   await seedAccounts(config, store, now())
   const providers = createProviderRegistry(config, { now })
   const models = buildModelTable(config)

@@ -38,22 +38,36 @@ export interface MemoryStoreOptions {
    * recognised as a repeat while its record is kept.
    */
   maxGenerationsPerAccount?: number
+  /** Generation records older than this many days are deleted by `sweep`; usage totals stay. */
+  retentionDays?: number
 }
 
 export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
-  const { accounts, ledger, generations } = createMemoryLedgerGroup(options.maxGenerationsPerAccount)
+  const { accounts, ledger, generations, dropRecordsBefore } = createMemoryLedgerGroup(
+    options.maxGenerationsPerAccount,
+  )
   const rateLimits = options.rateLimits ?? createMemoryRateLimitStore()
+  const applied = new Map<string, string>()
   return {
     accounts,
     files: createMemoryFileStore(),
     ledger,
     generations,
     rateLimits,
+    appliedConfig: {
+      async get(accountId) {
+        return applied.get(accountId) ?? null
+      },
+      async set(accountId, snapshot) {
+        applied.set(accountId, snapshot)
+      },
+    },
     async ping() {},
     async sweep(now) {
       // Reading credits drops the account's expired reservations.
       for (const a of await accounts.list()) await ledger.credits(a.id, now)
       await rateLimits.sweep(now)
+      if (options.retentionDays !== undefined) dropRecordsBefore(now - options.retentionDays * 86_400_000)
     },
     async close() {},
   }
@@ -73,6 +87,8 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
   accounts: AccountStore
   ledger: LedgerStore
   generations: GenerationStore
+  /** Retention: deletes the records created before `cutoff` (usage totals stay). */
+  dropRecordsBefore(cutoff: number): void
 } {
   const states = new Map<string, AccountState>()
   const keys = new Map<string, ApiKeyRecord>() // by hash
@@ -214,7 +230,18 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
     },
   }
 
-  return { accounts, ledger, generations }
+  const dropRecordsBefore = (cutoff: number): void => {
+    for (const s of states.values()) {
+      s.generations = s.generations.filter((id) => {
+        const r = records.get(id)
+        if (r && r.createdAt >= cutoff) return true
+        records.delete(id)
+        return false
+      })
+    }
+  }
+
+  return { accounts, ledger, generations, dropRecordsBefore }
 }
 
 export function createMemoryRateLimitStore(): RateLimitStore {

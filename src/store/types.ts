@@ -197,12 +197,23 @@ export interface RateLimitStore {
   adjust(key: string, delta: number, windowMs: number, now: number): Promise<void>
 }
 
+/**
+ * The config file's values last applied to each account, as an opaque string (JSON) the caller
+ * writes: at start, a field is applied only when the file changed it since (src/deps.ts).
+ */
+export interface AppliedConfigStore {
+  get(accountId: string): Promise<string | null>
+  set(accountId: string, snapshot: string): Promise<void>
+}
+
 export interface Store {
   accounts: AccountStore
   files: FileStore
   ledger: LedgerStore
   generations: GenerationStore
   rateLimits: RateLimitStore
+  /** Without it, the config file's account fields are applied at every start (the file wins). */
+  appliedConfig?: AppliedConfigStore
   /** Resolves when the backend can serve requests (readiness). */
   ping(): Promise<void>
   /**

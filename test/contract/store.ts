@@ -172,6 +172,23 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       })
     })
 
+    describe('applied config', () => {
+      it('keeps the last snapshot per account, replaced by the next', async () => {
+        const store = await open()
+        // Every backend keeps it: without it a restart would undo the admin API's changes.
+        expect(store.appliedConfig).toBeDefined()
+        const applied = store.appliedConfig!
+        const a = uid('acct')
+        const b = uid('acct')
+        expect(await applied.get(a)).toBeNull()
+        await applied.set(a, '{"name":"one"}')
+        await applied.set(b, '{"name":"other"}')
+        await applied.set(a, '{"name":"two"}')
+        expect(await applied.get(a)).toBe('{"name":"two"}')
+        expect(await applied.get(b)).toBe('{"name":"other"}')
+      })
+    })
+
     describe('ledger', () => {
       it('adds credits, also negative amounts', async () => {
         const { store, id } = await withAccount(usd(5))

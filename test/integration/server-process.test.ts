@@ -28,7 +28,14 @@ afterEach(async () => {
 
 function run(env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', serverPath], {
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
+    // Memory unless the test names a database: no test writes the repository's ./data/junction.db.
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      GATEWAY_DATABASE_URL: 'memory',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   children.push(child)

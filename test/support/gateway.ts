@@ -27,7 +27,12 @@ export const devAuth = { authorization: 'Bearer sk-dev' }
 
 /** Builds the real app from env + config exactly as server.ts does, silent logs unless LOG_LEVEL is set. */
 export async function startGateway(options: TestGatewayOptions = {}): Promise<TestGateway> {
-  const env: Record<string, string> = { NODE_ENV: 'test', ...(options.env ?? {}) }
+  // Tests choose the memory store unless they name a database: none writes ./data/junction.db.
+  const env: Record<string, string> = {
+    NODE_ENV: 'test',
+    GATEWAY_DATABASE_URL: 'memory',
+    ...(options.env ?? {}),
+  }
   if (options.file !== undefined) env.GATEWAY_CONFIG = 'inline.json'
   const config = loadConfig(env, () => JSON.stringify(options.file))
   const log = options.overrides?.log ?? createLogger(process.env.LOG_LEVEL ?? 'silent')

@@ -1,0 +1,51 @@
+import { resolve } from 'node:path'
+import type { Logger } from 'pino'
+import type { DatabaseBackend, DatabaseConfig } from '../config.ts'
+import { createMemoryStore } from './memory.ts'
+import { createSqliteStore } from './sqlite.ts'
+import type { Store } from './types.ts'
+
+// Builds the store the configuration names, and says at start which backend holds the state.
+
+/** The PostgreSQL backend's module, loaded only when configured (it opens a connection pool). */
+interface PostgresModule {
+  createPostgresStore(url: string, options: { log: Logger; retentionDays?: number }): Promise<Store> | Store
+}
+
+/** A database URL without its password, for logs. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url)
+    if (u.password !== '') u.password = '***'
+    return u.toString()
+  } catch {
+    return url.replace(/\/\/([^:/@]*):[^@]*@/, '//$1:***@')
+  }
+}
+
+/** Where the state is, as a log line says it (never a password). */
+export function describeBackend(backend: DatabaseBackend): { backend: string; location: string } {
+  switch (backend.kind) {
+    case 'memory':
+      return { backend: 'memory', location: 'this process (lost when it exits)' }
+    case 'sqlite':
+      return { backend: 'sqlite', location: resolve(backend.path) }
+    case 'postgres':
+      return { backend: 'postgres', location: redactUrl(backend.url) }
+  }
+}
+
+export async function createStore(database: DatabaseConfig, { log }: { log: Logger }): Promise<Store> {
+  const { backend, retentionDays } = database
+  const where = describeBackend(backend)
+  if (backend.kind === 'memory') {
+    log.warn(where, 'state store: memory (balances, keys and records are lost at exit)')
+    return createMemoryStore({ retentionDays })
+  }
+  log.info(where, `state store: ${where.backend}`)
+  if (backend.kind === 'sqlite') return createSqliteStore(backend.path, { retentionDays })
+  // A variable specifier: this file compiles whether or not the PostgreSQL backend is present.
+  const specifier = './postgres.ts'
+  const pg = (await import(specifier)) as PostgresModule
+  return pg.createPostgresStore(backend.url, { log, retentionDays })
+}

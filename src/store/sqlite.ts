@@ -1,0 +1,718 @@
+import { randomUUID } from 'node:crypto'
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite'
+import { GatewayError } from '../errors.ts'
+import type { FileStore, StoredFile } from './files.ts'
+import { sqliteMigrations, type Migration } from './sqlite-migrations.ts'
+import type {
+  Account,
+  AccountStore,
+  ApiKeyRecord,
+  AppliedConfigStore,
+  Credits,
+  GenerationRecord,
+  GenerationStore,
+  LedgerStore,
+  RateLimitStore,
+  Store,
+} from './types.ts'
+
+// The embedded, durable backend: one SQLite file through Node's built-in node:sqlite. Calls are
+// synchronous and small (prepared once, indexed), so each method runs to its end without yielding:
+// within one process that alone makes it atomic. Every read-modify-write is also one
+// `BEGIN IMMEDIATE … COMMIT` transaction, which takes the file's write lock up front, so several
+// processes on one file stay correct too (they wait up to `busyTimeoutMs` for each other).
+//
+// Durability: WAL journal with synchronous=NORMAL. A commit is in the WAL file (the OS's page cache)
+// when it returns, so it survives the process dying at any point (`kill -9`, a crash, OOM); only an
+// OS crash or power loss can lose the last transactions before the next checkpoint's fsync (FULL
+// would fsync every commit and cost the hot path a disk flush per request). The database stays
+// consistent either way.
+//
+// Money is TEXT decimal picodollars (see sqlite-migrations.ts), added up in JS as bigint within the
+// transaction. Database failures (disk full, locked past the timeout, closed) surface as
+// GatewayError `store_unavailable` (503), never as a raw crash.
+
+export interface SqliteStoreOptions {
+  /** Generation records older than this many days are deleted by `sweep`; usage totals stay. */
+  retentionDays?: number
+  /** How long a statement waits for another process's write lock before failing (default 5000). */
+  busyTimeoutMs?: number
+}
+
+const DAY_MS = 86_400_000
+
+interface AccountRow {
+  id: string
+  name: string
+  created_at: number
+  discount_ppm: number
+  model_discounts_ppm: string
+  rate_limits: string
+}
+interface KeyRow {
+  hash: string
+  id: string
+  account_id: string
+  prefix: string
+  created_at: number
+}
+interface FileRow {
+  seq: number
+  id: string
+  account_id: string
+  bytes: number
+  created_at: number
+  filename: string
+  purpose: StoredFile['purpose']
+  content_type: string
+  storage_key: string
+}
+interface WindowRow {
+  start: number
+  current: number
+  previous: number
+  window_ms: number
+}
+
+const toAccount = (r: AccountRow): Account => ({
+  id: r.id,
+  name: r.name,
+  createdAt: r.created_at,
+  discountPpm: r.discount_ppm,
+  modelDiscountsPpm: JSON.parse(r.model_discounts_ppm) as Record<string, number>,
+  rateLimits: JSON.parse(r.rate_limits) as Account['rateLimits'],
+})
+const toKey = (r: KeyRow): ApiKeyRecord => ({
+  id: r.id,
+  accountId: r.account_id,
+  hash: r.hash,
+  prefix: r.prefix,
+  createdAt: r.created_at,
+})
+const toFile = (r: FileRow): StoredFile => ({
+  id: r.id,
+  accountId: r.account_id,
+  bytes: r.bytes,
+  createdAt: r.created_at,
+  filename: r.filename,
+  purpose: r.purpose,
+  contentType: r.content_type,
+  storageKey: r.storage_key,
+})
+const encodeRecord = (r: GenerationRecord): string =>
+  JSON.stringify({
+    ...r,
+    upstreamCost: r.upstreamCost.toString(),
+    discount: r.discount.toString(),
+    cost: r.cost.toString(),
+  })
+const decodeRecord = (text: string): GenerationRecord => {
+  const r = JSON.parse(text) as GenerationRecord & { upstreamCost: string; discount: string; cost: string }
+  return { ...r, upstreamCost: BigInt(r.upstreamCost), discount: BigInt(r.discount), cost: BigInt(r.cost) }
+}
+
+/** True for failures of the database itself, as opposed to a caller's mistake thrown on purpose. */
+function isDatabaseError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return code === 'ERR_SQLITE_ERROR' || code === 'ERR_INVALID_STATE'
+}
+
+function unavailable(err: unknown): unknown {
+  return isDatabaseError(err)
+    ? new GatewayError('store_unavailable', 'the state store is unavailable', { cause: err })
+    : err
+}
+
+/** Applies the migrations `db` lacks, in one write transaction. */
+export function migrateSqlite(db: DatabaseSync, migrations: readonly Migration[] = sqliteMigrations): void {
+  db.exec('BEGIN IMMEDIATE')
+  try {
+    db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT')
+    const row = db.prepare('SELECT max(version) AS v FROM schema_version').get() as { v: number | null }
+    const current = row.v ?? 0
+    const latest = migrations.at(-1)?.version ?? 0
+    if (current > latest) {
+      throw new Error(
+        `the database has schema version ${current}, newer than this gateway knows (${latest}): run a newer gateway`,
+      )
+    }
+    for (const m of migrations) {
+      if (m.version <= current) continue
+      db.exec(m.sql)
+      db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(m.version)
+    }
+    db.exec('COMMIT')
+  } catch (err) {
+    if (db.isTransaction) db.exec('ROLLBACK')
+    throw err
+  }
+}
+
+export function createSqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  const db = new DatabaseSync(path, { timeout: options.busyTimeoutMs ?? 5000 })
+  db.exec('PRAGMA journal_mode = WAL')
+  db.exec('PRAGMA synchronous = NORMAL')
+  db.exec('PRAGMA foreign_keys = ON')
+  migrateSqlite(db)
+
+  const cache = new Map<string, StatementSync>()
+  /** A prepared statement, prepared once per text. */
+  const sql = (text: string): StatementSync => {
+    let s = cache.get(text)
+    if (!s) {
+      s = db.prepare(text)
+      cache.set(text, s)
+    }
+    return s
+  }
+  const get = <T>(text: string, ...params: SQLInputValue[]): T | undefined =>
+    sql(text).get(...params) as T | undefined
+  const all = <T>(text: string, ...params: SQLInputValue[]): T[] => sql(text).all(...params) as T[]
+  const run = (text: string, ...params: SQLInputValue[]): number => Number(sql(text).run(...params).changes)
+
+  // Group commit: the write operations of one turn of the event loop (concurrent requests) run in one
+  // transaction, each inside its own savepoint, so one failing undoes only itself. The transaction's
+  // fixed costs (the lock, the WAL write of the pages every request touches: the account's row, its
+  // rate windows) are paid once per batch, not once per operation. Each caller's promise settles after
+  // the COMMIT: nothing is acknowledged before it is durable.
+  interface QueuedWrite {
+    fn: () => unknown
+    resolve: (value: unknown) => void
+    reject: (err: unknown) => void
+  }
+  let queue: QueuedWrite[] = []
+  let scheduled = false
+  const flush = (): void => {
+    scheduled = false
+    const batch = queue
+    queue = []
+    if (batch.length === 0) return
+    const outcomes: { ok: boolean; value: unknown }[] = []
+    try {
+      sql('BEGIN IMMEDIATE').run()
+      for (const w of batch) {
+        sql('SAVEPOINT op').run()
+        try {
+          outcomes.push({ ok: true, value: w.fn() })
+          sql('RELEASE op').run()
+        } catch (err) {
+          if (isDatabaseError(err)) throw err
+          // A caller's mistake (an unknown account): undo this operation only.
+          sql('ROLLBACK TO op').run()
+          sql('RELEASE op').run()
+          outcomes.push({ ok: false, value: err })
+        }
+      }
+      sql('COMMIT').run()
+    } catch (err) {
+      if (db.isOpen && db.isTransaction) {
+        try {
+          sql('ROLLBACK').run()
+        } catch {
+          // The connection is gone; nothing was committed either way.
+        }
+      }
+      for (const w of batch) w.reject(unavailable(err))
+      return
+    }
+    batch.forEach((w, i) => {
+      const o = outcomes[i]!
+      if (o.ok) w.resolve(o.value)
+      else w.reject(o.value)
+    })
+  }
+  /** Runs `fn` atomically in the next group commit; database failures become `store_unavailable`. */
+  const tx = <T>(fn: () => T): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject })
+      if (!scheduled) {
+        scheduled = true
+        setImmediate(flush)
+      }
+    })
+  /** A single read statement (a snapshot by itself); database failures become `store_unavailable`. */
+  const read = <T>(fn: () => T): T => {
+    try {
+      return fn()
+    } catch (err) {
+      throw unavailable(err)
+    }
+  }
+
+  const reservedOf = (accountId: string, now: number): bigint => {
+    let sum = 0n
+    for (const r of all<{ amount: string }>(
+      'SELECT amount FROM reservations WHERE account_id = ? AND expires_at > ?',
+      accountId,
+      now,
+    ))
+      sum += BigInt(r.amount)
+    return sum
+  }
+  const balanceOf = (accountId: string) =>
+    get<{ credits: string; usage: string }>('SELECT credits, usage FROM accounts WHERE id = ?', accountId)
+  const creditsOf = (accountId: string, now: number): Credits => {
+    const b = balanceOf(accountId)
+    if (!b) return { totalCredits: 0n, totalUsage: 0n, reserved: 0n }
+    return {
+      totalCredits: BigInt(b.credits),
+      totalUsage: BigInt(b.usage),
+      reserved: reservedOf(accountId, now),
+    }
+  }
+  const mustExist = (accountId: string): { credits: string; usage: string } => {
+    const b = balanceOf(accountId)
+    if (!b) throw new Error(`unknown account ${accountId}`)
+    return b
+  }
+
+  const accounts: AccountStore = {
+    async findByKeyHash(keyHash) {
+      const r = read(() =>
+        get<AccountRow>(
+          'SELECT a.* FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?',
+          keyHash,
+        ),
+      )
+      return r ? toAccount(r) : null
+    },
+    async get(id) {
+      const r = read(() => get<AccountRow>('SELECT * FROM accounts WHERE id = ?', id))
+      return r ? toAccount(r) : null
+    },
+    async create(account, initialCredits) {
+      return tx(
+        () =>
+          run(
+            `INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits, credits, usage)
+             VALUES (?, ?, ?, ?, ?, ?, ?, '0') ON CONFLICT (id) DO NOTHING`,
+            account.id,
+            account.name,
+            account.createdAt,
+            account.discountPpm,
+            JSON.stringify(account.modelDiscountsPpm),
+            JSON.stringify(account.rateLimits),
+            initialCredits.toString(),
+          ) === 1,
+      )
+    },
+    async update(id, patch) {
+      return tx(() => {
+        const r = get<AccountRow>('SELECT * FROM accounts WHERE id = ?', id)
+        if (!r) return null
+        const next: Account = { ...toAccount(r), ...patch, id, createdAt: r.created_at }
+        run(
+          'UPDATE accounts SET name = ?, discount_ppm = ?, model_discounts_ppm = ?, rate_limits = ? WHERE id = ?',
+          next.name,
+          next.discountPpm,
+          JSON.stringify(next.modelDiscountsPpm),
+          JSON.stringify(next.rateLimits),
+          id,
+        )
+        return toAccount({
+          ...r,
+          name: next.name,
+          discount_ppm: next.discountPpm,
+          model_discounts_ppm: JSON.stringify(next.modelDiscountsPpm),
+          rate_limits: JSON.stringify(next.rateLimits),
+        })
+      })
+    },
+    async list() {
+      return read(() => all<AccountRow>('SELECT * FROM accounts ORDER BY created_at, id')).map(toAccount)
+    },
+    async addKey(key) {
+      await tx(() => {
+        mustExist(key.accountId)
+        run(
+          `INSERT INTO api_keys (hash, id, account_id, prefix, created_at) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (hash) DO UPDATE SET id = excluded.id, account_id = excluded.account_id,
+             prefix = excluded.prefix, created_at = excluded.created_at`,
+          key.hash,
+          key.id,
+          key.accountId,
+          key.prefix,
+          key.createdAt,
+        )
+      })
+    },
+    async listKeys(accountId) {
+      return read(() =>
+        all<KeyRow>('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id', accountId),
+      ).map(toKey)
+    },
+    async removeKey(accountId, keyId) {
+      return tx(() => run('DELETE FROM api_keys WHERE account_id = ? AND id = ?', accountId, keyId) > 0)
+    },
+  }
+
+  const ledger: LedgerStore = {
+    async credits(accountId, now) {
+      // Two statements, one snapshot: a read transaction.
+      return read(() => {
+        sql('BEGIN').run()
+        try {
+          return creditsOf(accountId, now)
+        } finally {
+          sql('COMMIT').run()
+        }
+      })
+    },
+    async addCredits(accountId, amount, now) {
+      return tx(() => {
+        const b = mustExist(accountId)
+        run(
+          'UPDATE accounts SET credits = ? WHERE id = ?',
+          (BigInt(b.credits) + amount).toString(),
+          accountId,
+        )
+        return creditsOf(accountId, now)
+      })
+    },
+    async reserve(accountId, id, upperBound, now, ttlMs) {
+      return tx(() => {
+        const b = balanceOf(accountId)
+        if (!b) return null
+        // Expired holds (their request crashed or hung) stop counting; drop them while here.
+        run('DELETE FROM reservations WHERE account_id = ? AND expires_at <= ?', accountId, now)
+        const available = BigInt(b.credits) - BigInt(b.usage) - reservedOf(accountId, now)
+        if (available <= 0n) return null
+        const amount = upperBound < available ? upperBound : available
+        const expiresAt = now + ttlMs
+        run(
+          `INSERT INTO reservations (account_id, id, amount, expires_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at`,
+          accountId,
+          id,
+          amount.toString(),
+          expiresAt,
+        )
+        return { id, accountId, amount, expiresAt }
+      })
+    },
+    async renew(ref, now, ttlMs) {
+      return tx(
+        () =>
+          run(
+            'UPDATE reservations SET expires_at = ? WHERE account_id = ? AND id = ? AND expires_at > ?',
+            now + ttlMs,
+            ref.accountId,
+            ref.id,
+            now,
+          ) > 0,
+      )
+    },
+    async settle(ref, record) {
+      if (record.accountId !== ref.accountId) {
+        throw new Error(`generation ${record.generationId} settled against another account's reservation`)
+      }
+      return tx(() => {
+        const b = mustExist(ref.accountId)
+        // The UNIQUE generation id makes the charge happen once: a repeat inserts nothing.
+        const inserted = run(
+          `INSERT INTO generations (generation_id, account_id, created_at, cost, record) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (generation_id) DO NOTHING`,
+          record.generationId,
+          record.accountId,
+          record.createdAt,
+          record.cost.toString(),
+          encodeRecord(record),
+        )
+        if (inserted === 0) return false
+        run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id)
+        run(
+          'UPDATE accounts SET usage = ? WHERE id = ?',
+          (BigInt(b.usage) + record.cost).toString(),
+          ref.accountId,
+        )
+        return true
+      })
+    },
+    async release(ref) {
+      await tx(() => run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id))
+    },
+  }
+
+  const generations: GenerationStore = {
+    async get(id) {
+      const r = read(() =>
+        get<{ record: string }>('SELECT record FROM generations WHERE generation_id = ?', id),
+      )
+      return r ? decodeRecord(r.record) : null
+    },
+    async listByAccount(accountId, { limit, before }) {
+      const rows = read(() => {
+        if (before === undefined) {
+          return all<{ generation_id: string; record: string }>(
+            'SELECT generation_id, record FROM generations WHERE account_id = ? ORDER BY seq DESC LIMIT ?',
+            accountId,
+            limit + 1,
+          )
+        }
+        const at = get<{ seq: number }>(
+          'SELECT seq FROM generations WHERE account_id = ? AND generation_id = ?',
+          accountId,
+          before,
+        )
+        if (!at) return []
+        return all<{ generation_id: string; record: string }>(
+          `SELECT generation_id, record FROM generations WHERE account_id = ? AND seq < ?
+           ORDER BY seq DESC LIMIT ?`,
+          accountId,
+          at.seq,
+          limit + 1,
+        )
+      })
+      const page = rows.slice(0, limit)
+      const more = rows.length > limit && page.length > 0
+      return {
+        data: page.map((r) => decodeRecord(r.record)),
+        nextCursor: more ? page.at(-1)!.generation_id : null,
+      }
+    },
+  }
+
+  const rateLimits: RateLimitStore = {
+    async sweep(now) {
+      await tx(() => run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now))
+    },
+    async consume(checks, windowMs, now) {
+      if (checks.length === 0) return { allowed: true, decisions: [] }
+      return tx(() => {
+        // The same sliding one-window counters as the memory store, loaded and written back here.
+        const windows = new Map<string, WindowRow>()
+        const windowOf = (key: string): WindowRow => {
+          let w = windows.get(key)
+          if (w) return w
+          const start = now - (now % windowMs)
+          w = get<WindowRow>(
+            'SELECT start, current, previous, window_ms FROM rate_windows WHERE key = ?',
+            key,
+          )
+          w = w ? { ...w } : { start, current: 0, previous: 0, window_ms: windowMs }
+          if (w.start !== start) {
+            w.previous = start - w.start === windowMs ? w.current : 0
+            w.current = 0
+            w.start = start
+          }
+          w.window_ms = windowMs
+          windows.set(key, w)
+          return w
+        }
+        const pending = new Map<string, number>()
+        const seen = checks.map((check) => {
+          const w = windowOf(check.key)
+          const weight = 1 - (now - w.start) / windowMs
+          const before = pending.get(check.key) ?? 0
+          const used = Math.ceil(w.previous * weight) + w.current + before
+          pending.set(check.key, before + check.amount)
+          return { check, w, used, fits: used + check.amount <= check.limit }
+        })
+        const allowed = seen.every((s) => s.fits)
+        if (allowed) for (const s of seen) s.w.current += s.check.amount
+        for (const [key, w] of windows) writeWindow(key, w)
+        return {
+          allowed,
+          decisions: seen.map(({ check, w, used, fits }) => ({
+            allowed: fits,
+            limit: check.limit,
+            remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
+            resetAt: w.start + windowMs,
+          })),
+        }
+      })
+    },
+    async adjust(key, delta, windowMs, now) {
+      await tx(() => {
+        const start = now - (now % windowMs)
+        const w = get<WindowRow>(
+          'SELECT start, current, previous, window_ms FROM rate_windows WHERE key = ?',
+          key,
+        )
+        const next: WindowRow = w
+          ? { ...w, window_ms: windowMs }
+          : { start, current: 0, previous: 0, window_ms: windowMs }
+        if (next.start !== start) {
+          next.previous = start - next.start === windowMs ? next.current : 0
+          next.current = 0
+          next.start = start
+        }
+        next.current = Math.max(0, next.current + delta)
+        writeWindow(key, next)
+      })
+    },
+  }
+  const writeWindow = (key: string, w: WindowRow): void => {
+    run(
+      `INSERT INTO rate_windows (key, window_ms, start, current, previous) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (key) DO UPDATE SET window_ms = excluded.window_ms, start = excluded.start,
+         current = excluded.current, previous = excluded.previous`,
+      key,
+      w.window_ms,
+      w.start,
+      w.current,
+      w.previous,
+    )
+  }
+
+  const usageOf = (accountId: string) =>
+    get<{ files: number; bytes: number }>(
+      'SELECT count(*) AS files, coalesce(sum(bytes), 0) AS bytes FROM files WHERE account_id = ?',
+      accountId,
+    )!
+
+  const files: FileStore = {
+    async reserve(accountId, quota, now, ttlMs) {
+      return tx(() => {
+        run('DELETE FROM file_holds WHERE account_id = ? AND expires_at <= ?', accountId, now)
+        const u = usageOf(accountId)
+        const held = get<{ n: number }>(
+          'SELECT count(*) AS n FROM file_holds WHERE account_id = ?',
+          accountId,
+        )!.n
+        if (u.files + held >= quota.maxFiles) return { ok: false, reason: 'files' } as const
+        if (u.bytes >= quota.maxBytes) return { ok: false, reason: 'bytes' } as const
+        const token = randomUUID()
+        run(
+          'INSERT INTO file_holds (token, account_id, expires_at) VALUES (?, ?, ?)',
+          token,
+          accountId,
+          now + ttlMs,
+        )
+        return { ok: true, token, bytesLeft: quota.maxBytes - u.bytes } as const
+      })
+    },
+    async commit(token, file, quota, now) {
+      return tx(() => {
+        const hold = get<{ account_id: string; expires_at: number }>(
+          'SELECT account_id, expires_at FROM file_holds WHERE token = ?',
+          token,
+        )
+        if (!hold) return false
+        if (hold.account_id !== file.accountId) throw new Error('file reservation of another account')
+        run('DELETE FROM file_holds WHERE token = ?', token)
+        if (hold.expires_at <= now) return false
+        if (usageOf(file.accountId).bytes + file.bytes > quota.maxBytes) return false
+        run(
+          `INSERT INTO files (id, account_id, bytes, created_at, filename, purpose, content_type, storage_key)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+          file.id,
+          file.accountId,
+          file.bytes,
+          file.createdAt,
+          file.filename,
+          file.purpose,
+          file.contentType,
+          file.storageKey,
+        )
+        return true
+      })
+    },
+    async release(token) {
+      await tx(() => run('DELETE FROM file_holds WHERE token = ?', token))
+    },
+    async get(accountId, id) {
+      const r = read(() => get<FileRow>('SELECT * FROM files WHERE account_id = ? AND id = ?', accountId, id))
+      return r ? toFile(r) : null
+    },
+    async list(accountId, query) {
+      const asc = query.order === 'asc'
+      const rows = read(() => {
+        let from: number | undefined
+        if (query.after !== undefined) {
+          const at = get<{ seq: number; purpose: string }>(
+            'SELECT seq, purpose FROM files WHERE account_id = ? AND id = ?',
+            accountId,
+            query.after,
+          )
+          if (!at || (query.purpose !== undefined && at.purpose !== query.purpose)) return []
+          from = at.seq
+        }
+        const purpose = query.purpose ?? null
+        const bound = from ?? (asc ? -1 : Number.MAX_SAFE_INTEGER)
+        return asc
+          ? all<FileRow>(
+              `SELECT * FROM files WHERE account_id = ? AND (? IS NULL OR purpose = ?) AND seq > ?
+               ORDER BY seq ASC LIMIT ?`,
+              accountId,
+              purpose,
+              purpose,
+              bound,
+              query.limit + 1,
+            )
+          : all<FileRow>(
+              `SELECT * FROM files WHERE account_id = ? AND (? IS NULL OR purpose = ?) AND seq < ?
+               ORDER BY seq DESC LIMIT ?`,
+              accountId,
+              purpose,
+              purpose,
+              bound,
+              query.limit + 1,
+            )
+      })
+      return { files: rows.slice(0, query.limit).map(toFile), hasMore: rows.length > query.limit }
+    },
+    async delete(accountId, id) {
+      return tx(() => {
+        const r = get<FileRow>('SELECT * FROM files WHERE account_id = ? AND id = ?', accountId, id)
+        if (!r) return null
+        run('DELETE FROM files WHERE seq = ?', r.seq)
+        return toFile(r)
+      })
+    },
+    async usage(accountId) {
+      return read(() => ({ ...usageOf(accountId) }))
+    },
+  }
+
+  const appliedConfig: AppliedConfigStore = {
+    async get(accountId) {
+      const r = read(() =>
+        get<{ snapshot: string }>('SELECT snapshot FROM config_applied WHERE account_id = ?', accountId),
+      )
+      return r?.snapshot ?? null
+    },
+    async set(accountId, snapshot) {
+      await tx(() =>
+        run(
+          `INSERT INTO config_applied (account_id, snapshot) VALUES (?, ?)
+           ON CONFLICT (account_id) DO UPDATE SET snapshot = excluded.snapshot`,
+          accountId,
+          snapshot,
+        ),
+      )
+    },
+  }
+
+  const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * DAY_MS
+
+  return {
+    accounts,
+    files,
+    ledger,
+    generations,
+    rateLimits,
+    appliedConfig,
+    async ping() {
+      read(() => get('SELECT 1'))
+    },
+    async sweep(now) {
+      await tx(() => {
+        run('DELETE FROM reservations WHERE expires_at <= ?', now)
+        run('DELETE FROM file_holds WHERE expires_at <= ?', now)
+        run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now)
+        // Old records go; the accounts' usage is a column, not their sum, so totals stay.
+        if (retentionMs !== undefined) run('DELETE FROM generations WHERE created_at < ?', now - retentionMs)
+      })
+    },
+    async close() {
+      if (!db.isOpen) return
+      flush()
+      cache.clear()
+      db.close()
+    },
+  }
+}

@@ -1,0 +1,155 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
+import { usd } from '../../../src/billing/money.ts'
+import { GatewayError } from '../../../src/errors.ts'
+import { createMemoryStore } from '../../../src/store/memory.ts'
+import { createSqliteStore, type SqliteStoreOptions } from '../../../src/store/sqlite.ts'
+import type { Store } from '../../../src/store/types.ts'
+import { accountFixture, generationFixture } from '../../contract/store.ts'
+
+// What only the SQLite backend does (the interface itself: sqlite.contract.test.ts): state on disk
+// across reopening, migrations, several connections on one file, failures as store_unavailable.
+
+const dir = mkdtempSync(join(tmpdir(), 'junction-sqlite-'))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+let n = 0
+const freshPath = (): string => join(dir, `s${++n}`, 'junction.db')
+
+const open = (path: string, options?: SqliteStoreOptions): Store => {
+  const store = createSqliteStore(path, options)
+  onTestFinished(() => store.close())
+  return store
+}
+
+describe('SQLite store', () => {
+  it('keeps everything across closing and reopening the file', async () => {
+    const path = freshPath()
+    const a = open(path)
+    await a.accounts.create(accountFixture('acct'), usd(3))
+    await a.accounts.addKey({ id: 'k1', accountId: 'acct', hash: 'h1', prefix: 'sk-', createdAt: 1 })
+    await a.ledger.reserve('acct', 'held', usd(1), 0, 10_000)
+    const record = generationFixture('gen-1', 'acct', { cost: usd('0.25') })
+    await a.ledger.settle({ id: 'g0', accountId: 'acct' }, record)
+    const hold = await a.files.reserve('acct', { maxFiles: 5, maxBytes: 1000 }, 0, 10_000)
+    if (!hold.ok) throw new Error('reserve')
+    const file = {
+      id: 'file-1',
+      accountId: 'acct',
+      bytes: 10,
+      createdAt: 5,
+      filename: 'a.txt',
+      purpose: 'user_data' as const,
+      contentType: 'text/plain',
+      storageKey: 'k',
+    }
+    await a.files.commit(hold.token, file, { maxFiles: 5, maxBytes: 1000 }, 0)
+    await a.rateLimits.consume([{ key: 'rpm', amount: 1, limit: 1 }], 60_000, 0)
+    await a.appliedConfig!.set('acct', '{"name":"x"}')
+    await a.close()
+
+    const b = open(path)
+    expect(await b.accounts.findByKeyHash('h1')).toEqual(accountFixture('acct'))
+    expect(await b.ledger.credits('acct', 1)).toEqual({
+      totalCredits: usd(3),
+      totalUsage: usd('0.25'),
+      reserved: usd(1),
+    })
+    expect(await b.generations.get('gen-1')).toEqual(record)
+    expect(await b.files.get('acct', 'file-1')).toEqual(file)
+    expect((await b.rateLimits.consume([{ key: 'rpm', amount: 1, limit: 1 }], 60_000, 1)).allowed).toBe(false)
+    expect(await b.appliedConfig!.get('acct')).toBe('{"name":"x"}')
+    // The open reservation still ends at its expiry.
+    expect((await b.ledger.credits('acct', 10_000)).reserved).toBe(0n)
+  })
+
+  it('applies each migration once, and refuses a database newer than it knows', async () => {
+    const path = freshPath()
+    open(path)
+    open(path)
+    const raw = new DatabaseSync(path)
+    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }])
+    raw.prepare('INSERT INTO schema_version (version) VALUES (999)').run()
+    raw.close()
+    expect(() => createSqliteStore(path)).toThrow(/schema version 999/)
+  })
+
+  it('two connections on one file (two processes) never hold more than the credits', async () => {
+    const path = freshPath()
+    const a = open(path)
+    const b = open(path)
+    await a.accounts.create(accountFixture('acct'), usd(10))
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        (i % 2 ? a : b).ledger.reserve('acct', `g${i}`, usd(1), 0, 60_000),
+      ),
+    )
+    expect(results.filter((r) => r !== null)).toHaveLength(10)
+    expect((await b.ledger.credits('acct', 0)).reserved).toBe(usd(10))
+    // A key added through one is found through the other at once.
+    await a.accounts.addKey({ id: 'k', accountId: 'acct', hash: 'hh', prefix: '', createdAt: 0 })
+    expect((await b.accounts.findByKeyHash('hh'))?.id).toBe('acct')
+  })
+
+  it('a closed database answers store_unavailable (503), reads and writes alike', async () => {
+    const store = open(freshPath())
+    await store.accounts.create(accountFixture('acct'), usd(1))
+    await store.close()
+    for (const call of [
+      () => store.ping(),
+      () => store.accounts.get('acct'),
+      () => store.ledger.reserve('acct', 'g', 1n, 0, 1000),
+      () => store.ledger.settle({ id: 'g', accountId: 'acct' }, generationFixture('gen', 'acct')),
+    ]) {
+      const err = await call().catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(GatewayError)
+      expect(err).toMatchObject({ code: 'store_unavailable', status: 503 })
+    }
+  })
+
+  it('a write lock held by another process past the busy timeout is store_unavailable, and nothing is half-written', async () => {
+    const path = freshPath()
+    const store = open(path, { busyTimeoutMs: 20 })
+    await store.accounts.create(accountFixture('acct'), usd(1))
+    const other = new DatabaseSync(path)
+    other.exec('BEGIN IMMEDIATE')
+    const err = await store.ledger
+      .settle({ id: 'g', accountId: 'acct' }, generationFixture('gen', 'acct', { cost: 1n }))
+      .catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: 'store_unavailable' })
+    other.exec('COMMIT')
+    other.close()
+    expect(await store.generations.get('gen')).toBeNull()
+    expect((await store.ledger.credits('acct', 0)).totalUsage).toBe(0n)
+    // Service resumes once the lock is gone.
+    expect(
+      await store.ledger.settle(
+        { id: 'g', accountId: 'acct' },
+        generationFixture('gen', 'acct', { cost: 1n }),
+      ),
+    ).toBe(true)
+  })
+})
+
+describe.each([
+  ['memory', (days: number) => createMemoryStore({ retentionDays: days })],
+  ['sqlite', (days: number) => createSqliteStore(freshPath(), { retentionDays: days })],
+] as const)('retention (%s)', (_name, make) => {
+  it('sweep deletes records older than retentionDays; the usage total stays', async () => {
+    const store = make(1)
+    onTestFinished(() => store.close())
+    await store.accounts.create(accountFixture('acct'), usd(1))
+    const day = 86_400_000
+    const old = generationFixture('old', 'acct', { createdAt: 0, cost: 5n })
+    const recent = generationFixture('recent', 'acct', { createdAt: day, cost: 7n })
+    await store.ledger.settle({ id: 'a', accountId: 'acct' }, old)
+    await store.ledger.settle({ id: 'b', accountId: 'acct' }, recent)
+    await store.sweep(day + 1)
+    expect(await store.generations.get('old')).toBeNull()
+    expect(await store.generations.get('recent')).toEqual(recent)
+    expect((await store.generations.listByAccount('acct', { limit: 10 })).data).toEqual([recent])
+    expect((await store.ledger.credits('acct', 0)).totalUsage).toBe(12n)
+  })
+})
