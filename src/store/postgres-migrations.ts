@@ -1,0 +1,113 @@
+// The PostgreSQL schema as versioned migrations, applied in order at start (postgres.ts). A migration
+// is never edited once released: a change is a new entry at the end.
+//
+// Money columns are NUMERIC(40,0) picodollars (1e9 USD is 1e21, beyond BIGINT); times are BIGINT Unix
+// ms given by the caller, never the database's clock.
+
+export interface Migration {
+  version: number
+  name: string
+  sql: string
+}
+
+export const migrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'accounts, ledger, generations, files, rate limits',
+    sql: `
+      CREATE TABLE accounts (
+        id text PRIMARY KEY,
+        name text NOT NULL,
+        created_at bigint NOT NULL,
+        discount_ppm integer NOT NULL,
+        model_discounts_ppm jsonb NOT NULL,
+        rate_limits jsonb NOT NULL
+      );
+      CREATE INDEX accounts_created ON accounts (created_at, id);
+
+      CREATE TABLE api_keys (
+        hash text PRIMARY KEY,
+        id text NOT NULL,
+        account_id text NOT NULL REFERENCES accounts (id),
+        prefix text NOT NULL,
+        created_at bigint NOT NULL
+      );
+      CREATE INDEX api_keys_account ON api_keys (account_id, created_at, id);
+
+      CREATE TABLE ledger (
+        account_id text PRIMARY KEY REFERENCES accounts (id),
+        credits numeric(40, 0) NOT NULL,
+        usage numeric(40, 0) NOT NULL
+      );
+
+      CREATE TABLE reservations (
+        account_id text NOT NULL REFERENCES accounts (id),
+        id text NOT NULL,
+        amount numeric(40, 0) NOT NULL,
+        expires_at bigint NOT NULL,
+        PRIMARY KEY (account_id, id)
+      );
+      CREATE INDEX reservations_expiry ON reservations (expires_at);
+
+      CREATE TABLE generations (
+        seq bigserial PRIMARY KEY,
+        generation_id text NOT NULL UNIQUE,
+        account_id text NOT NULL REFERENCES accounts (id),
+        api text NOT NULL,
+        model text NOT NULL,
+        provider text NOT NULL,
+        created_at bigint NOT NULL,
+        generation_time_ms bigint NOT NULL,
+        latency_ms bigint NOT NULL,
+        streamed boolean NOT NULL,
+        finish_reason text,
+        cancelled boolean NOT NULL,
+        cost_source text NOT NULL,
+        usage jsonb NOT NULL,
+        upstream_cost numeric(40, 0) NOT NULL,
+        discount_ppm integer NOT NULL,
+        discount numeric(40, 0) NOT NULL,
+        cost numeric(40, 0) NOT NULL
+      );
+      CREATE INDEX generations_account ON generations (account_id, seq);
+
+      -- Per-account file totals; its row is also the lock that serialises the account's quota checks.
+      CREATE TABLE file_accounts (
+        account_id text PRIMARY KEY,
+        files integer NOT NULL DEFAULT 0,
+        bytes bigint NOT NULL DEFAULT 0
+      );
+
+      CREATE TABLE files (
+        seq bigserial PRIMARY KEY,
+        account_id text NOT NULL,
+        id text NOT NULL,
+        bytes bigint NOT NULL,
+        created_at bigint NOT NULL,
+        filename text NOT NULL,
+        purpose text NOT NULL,
+        content_type text NOT NULL,
+        storage_key text NOT NULL,
+        UNIQUE (account_id, id)
+      );
+      CREATE INDEX files_account ON files (account_id, seq);
+
+      -- Uploads in progress, each holding one file slot until committed, released or expired.
+      CREATE TABLE file_holds (
+        token text PRIMARY KEY,
+        account_id text NOT NULL,
+        expires_at bigint NOT NULL
+      );
+      CREATE INDEX file_holds_account ON file_holds (account_id);
+      CREATE INDEX file_holds_expiry ON file_holds (expires_at);
+
+      CREATE TABLE rate_windows (
+        key text PRIMARY KEY,
+        window_ms bigint NOT NULL,
+        start bigint NOT NULL,
+        current bigint NOT NULL,
+        previous bigint NOT NULL
+      );
+    `,
+  },
+]
