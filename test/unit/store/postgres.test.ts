@@ -1,0 +1,156 @@
+import { randomUUID } from 'node:crypto'
+import { Writable } from 'node:stream'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { usd } from '../../../src/billing/money.ts'
+import { createLogger } from '../../../src/logger.ts'
+import { migrations } from '../../../src/store/postgres-migrations.ts'
+import { createPostgresStore, redactUrl } from '../../../src/store/postgres.ts'
+import type { Store } from '../../../src/store/types.ts'
+import { accountFixture, generationFixture } from '../../contract/store.ts'
+import { createTestDatabase, type TestDatabase } from '../../support/postgres.ts'
+
+// Two stores (two pools, as two gateway processes would have) on one database behave as one store.
+
+const MINUTE = 60_000
+const uid = (prefix: string) => `${prefix}-${randomUUID()}`
+
+let db: TestDatabase
+beforeAll(async () => {
+  db = await createTestDatabase()
+})
+afterAll(() => db?.drop())
+
+/** A logger whose JSON lines land in `lines`. */
+function captureLog(level = 'debug') {
+  const lines: Record<string, unknown>[] = []
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const l of chunk.toString().split('\n'))
+        if (l) lines.push(JSON.parse(l) as Record<string, unknown>)
+      done()
+    },
+  })
+  return { lines, log: createLogger(level, sink) }
+}
+
+async function open(url = db.url, poolSize?: number): Promise<Store> {
+  const store = await createPostgresStore(url, { poolSize })
+  onTestFinished(() => store.close())
+  return store
+}
+
+describe('postgres: two stores on one database', () => {
+  it('a key created through one is found through the other at once', async () => {
+    const [a, b] = [await open(), await open()]
+    const id = uid('acct')
+    await a.accounts.create(accountFixture(id), usd(1))
+    const key = { id: uid('key'), accountId: id, hash: uid('hash'), prefix: 'sk-x', createdAt: 1 }
+    await a.accounts.addKey(key)
+    expect((await b.accounts.findByKeyHash(key.hash))?.id).toBe(id)
+    expect(await b.accounts.removeKey(id, key.id)).toBe(true)
+    expect(await a.accounts.findByKeyHash(key.hash)).toBeNull()
+  })
+
+  it('60 concurrent reserves spread over both admit exactly what the credits cover', async () => {
+    const [a, b] = [await open(), await open()]
+    const each = usd('0.25')
+    const id = uid('acct')
+    await a.accounts.create(accountFixture(id), each * 20n)
+    const results = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => (i % 2 ? a : b).ledger.reserve(id, `g${i}`, each, 0, MINUTE)),
+    )
+    const admitted = results.filter((r) => r !== null)
+    expect(admitted).toHaveLength(20)
+    expect(admitted.every((r) => r.amount === each)).toBe(true)
+    // Both processes admitted some: the race really was across the two pools.
+    expect(new Set(admitted.map((r) => Number(r.id.slice(1)) % 2)).size).toBe(2)
+    expect((await b.ledger.credits(id, 0)).reserved).toBe(each * 20n)
+  })
+
+  it('a 3-per-minute limit gives exactly 3 across both', async () => {
+    const [a, b] = [await open(), await open()]
+    const key = uid('rpm')
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        (i % 2 ? a : b).rateLimits.consume([{ key, amount: 1, limit: 3 }], MINUTE, 1000),
+      ),
+    )
+    expect(results.filter((r) => r.allowed)).toHaveLength(3)
+    expect((await a.rateLimits.consume([{ key, amount: 1, limit: 3 }], MINUTE, 2000)).allowed).toBe(false)
+  })
+
+  it('a record settled through one is read, and charged, through the other', async () => {
+    const [a, b] = [await open(), await open()]
+    const id = uid('acct')
+    await a.accounts.create(accountFixture(id), usd(1))
+    const r = (await a.ledger.reserve(id, 'g1', usd('0.5'), 0, MINUTE))!
+    const record = generationFixture(uid('gen'), id, { cost: usd('0.2') })
+    // The same generation settled through both at once is charged once.
+    const settled = await Promise.all([a.ledger.settle(r, record), b.ledger.settle(r, record)])
+    expect(settled.filter(Boolean)).toHaveLength(1)
+    expect(await b.generations.get(record.generationId)).toEqual(record)
+    expect((await b.generations.listByAccount(id, { limit: 10 })).data).toEqual([record])
+    expect(await b.ledger.credits(id, 0)).toEqual({
+      totalCredits: usd(1),
+      totalUsage: usd('0.2'),
+      reserved: 0n,
+    })
+  })
+
+  it('migrations started by two stores at once are applied once', async () => {
+    const fresh = await createTestDatabase()
+    onTestFinished(() => fresh.drop())
+    const [one, two] = [captureLog('info'), captureLog('info')]
+    const stores = await Promise.all([
+      createPostgresStore(fresh.url, { log: one.log }),
+      createPostgresStore(fresh.url, { log: two.log }),
+    ])
+    onTestFinished(async () => {
+      await Promise.all(stores.map((s) => s.close()))
+    })
+    const applied = [...one.lines, ...two.lines]
+      .filter((l) => l['msg'] === 'postgres store ready')
+      .flatMap((l) => l['applied'] as number[])
+    expect(applied.sort()).toEqual(migrations.map((m) => m.version))
+
+    const client = new pg.Client(fresh.url)
+    await client.connect()
+    onTestFinished(() => client.end())
+    const { rows } = await client.query<{ version: number }>(
+      'SELECT version FROM schema_version ORDER BY version',
+    )
+    expect(rows.map((r) => r.version)).toEqual(migrations.map((m) => m.version))
+    // A third start applies nothing and both stores work.
+    const third = captureLog('info')
+    const store = await createPostgresStore(fresh.url, { log: third.log })
+    await store.close()
+    expect(third.lines.find((l) => l['msg'] === 'postgres store ready')?.['applied']).toEqual([])
+    await Promise.all(stores.map((s) => s.ping()))
+  })
+
+  it('unknown accounts are refused as in memory: settle and addKey throw, reserve is null', async () => {
+    const store = await open()
+    const id = uid('missing')
+    await expect(
+      store.ledger.settle({ id: 'g', accountId: id }, generationFixture(uid('gen'), id)),
+    ).rejects.toThrow(/unknown account/)
+    await expect(
+      store.accounts.addKey({ id: 'k', accountId: id, hash: uid('h'), prefix: 'p', createdAt: 0 }),
+    ).rejects.toThrow(/unknown account/)
+    await expect(store.ledger.addCredits(id, 1n, 0)).rejects.toThrow(/unknown account/)
+    expect(await store.ledger.reserve(id, 'g', 1n, 0, 1000)).toBeNull()
+  })
+
+  it('never logs the password of the database URL', async () => {
+    const { lines, log } = captureLog('debug')
+    const url = new URL(db.url)
+    url.password = 'hunter2-secret'
+    // Trust authentication on the test server: the password is never asked for, the store opens.
+    const store = await createPostgresStore(url.toString(), { log })
+    await store.close()
+    expect(lines.length).toBeGreaterThan(0)
+    expect(JSON.stringify(lines)).not.toContain('hunter2-secret')
+    expect(redactUrl(url.toString())).not.toContain('hunter2-secret')
+  })
+})
