@@ -1,0 +1,172 @@
+import { once } from 'node:events'
+import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { usd } from '../../src/billing/money.ts'
+import { GatewayError } from '../../src/errors.ts'
+import { createPostgresStore } from '../../src/store/postgres.ts'
+import type { Store } from '../../src/store/types.ts'
+import { accountFixture, generationFixture } from '../contract/store.ts'
+import { createTestDatabase, type TestDatabase } from '../support/postgres.ts'
+
+// A TCP proxy between the store and PostgreSQL, cut and restored by the test: with the database
+// unreachable every call fails as store_unavailable (never a crash), no half-written state is left,
+// and the same store object serves again once the database is back.
+
+interface Proxy {
+  port: number
+  /** Destroys every connection and stops listening: new connections are refused. */
+  cut(): Promise<void>
+  /** Listens again on the same port. */
+  restore(): Promise<void>
+  /**
+   * Forwards the first client chunk containing `text`, then cuts everything when the database
+   * answers it, before the answer reaches the client: the statement ran, the client never knows.
+   */
+  cutAfter(text: string): Promise<void>
+}
+
+async function startProxy(target: { host: string; port: number }): Promise<Proxy> {
+  const sockets = new Set<Socket>()
+  let trigger: { text: string; fired: () => void } | null = null
+  let server: Server
+  const track = (s: Socket) => {
+    sockets.add(s)
+    s.on('close', () => sockets.delete(s))
+    s.on('error', () => {})
+  }
+  const cut = async () => {
+    for (const s of sockets) s.destroy()
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+  const listen = async (port: number) => {
+    server = createServer((client) => {
+      const upstream = connect(target)
+      track(client)
+      track(upstream)
+      // Armed by cutAfter: the database got the statement; its answer is dropped and everything cut.
+      let dropAnswer: (() => void) | null = null
+      client.on('data', (chunk: Buffer) => {
+        upstream.write(chunk)
+        if (trigger && chunk.includes(trigger.text)) {
+          dropAnswer = trigger.fired
+          trigger = null
+        }
+      })
+      upstream.on('data', (chunk: Buffer) => {
+        if (!dropAnswer) return void client.write(chunk)
+        void cut().then(dropAnswer)
+      })
+      client.on('close', () => upstream.destroy())
+      upstream.on('close', () => client.destroy())
+    })
+    server.listen(port, '127.0.0.1')
+    await once(server, 'listening')
+    return (server.address() as AddressInfo).port
+  }
+  const port = await listen(0)
+  return {
+    port,
+    cut,
+    restore: async () => {
+      await listen(port)
+    },
+    cutAfter: (text) =>
+      new Promise<void>((resolve) => {
+        trigger = { text, fired: resolve }
+      }),
+  }
+}
+
+const unavailable = expect.objectContaining({ name: 'GatewayError', code: 'store_unavailable', status: 503 })
+
+let db: TestDatabase
+beforeAll(async () => {
+  db = await createTestDatabase()
+})
+afterAll(() => db?.drop())
+
+async function setup(): Promise<{ proxy: Proxy; store: Store; id: string }> {
+  const direct = new URL(db.url)
+  const proxy = await startProxy({ host: direct.hostname, port: Number(direct.port || 5432) })
+  const viaProxy = new URL(db.url)
+  viaProxy.hostname = '127.0.0.1'
+  viaProxy.port = String(proxy.port)
+  const store = await createPostgresStore(viaProxy.toString(), { poolSize: 4 })
+  onTestFinished(async () => {
+    await store.close()
+    await proxy.cut()
+  })
+  const id = `acct-${crypto.randomUUID()}`
+  await store.accounts.create(accountFixture(id), usd(1))
+  return { proxy, store, id }
+}
+
+/** usage must equal the sum of the account's records, whatever a cut left behind. */
+async function expectConsistent(store: Store, id: string) {
+  const { data } = await store.generations.listByAccount(id, { limit: 100 })
+  const credits = await store.ledger.credits(id, 0)
+  expect(credits.totalUsage).toBe(data.reduce((sum, r) => sum + r.cost, 0n))
+  return { credits, records: data }
+}
+
+describe('postgres outage', () => {
+  it('refuses every call as store_unavailable while cut, and serves again by itself once restored', async () => {
+    const { proxy, store, id } = await setup()
+    const held = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000))!
+    await proxy.cut()
+
+    const record = generationFixture(`gen-${crypto.randomUUID()}`, id, { cost: usd('0.1') })
+    await expect(store.ping()).rejects.toEqual(unavailable)
+    await expect(store.ping()).rejects.toBeInstanceOf(GatewayError)
+    await expect(store.ledger.reserve(id, 'g2', usd('0.1'), 0, 60_000)).rejects.toEqual(unavailable)
+    await expect(store.ledger.settle(held, record)).rejects.toEqual(unavailable)
+    await expect(store.accounts.get(id)).rejects.toEqual(unavailable)
+    await expect(store.rateLimits.consume([{ key: id, amount: 1, limit: 3 }], 60_000, 0)).rejects.toEqual(
+      unavailable,
+    )
+
+    await proxy.restore()
+    await store.ping()
+    // Nothing of the refused calls was written: only the hold from before the cut.
+    const { credits, records } = await expectConsistent(store, id)
+    expect(credits).toEqual({ totalCredits: usd(1), totalUsage: 0n, reserved: usd('0.5') })
+    expect(records).toEqual([])
+    // And the same store object works again.
+    expect(await store.ledger.settle(held, record)).toBe(true)
+    expect(await store.ledger.credits(id, 0)).toEqual({
+      totalCredits: usd(1),
+      totalUsage: usd('0.1'),
+      reserved: 0n,
+    })
+  })
+
+  it('a reserve cut mid-transaction leaves no hold', async () => {
+    const { proxy, store, id } = await setup()
+    // BEGIN, the row lock and the INSERT ran on the database; the COMMIT is never sent.
+    const cutting = proxy.cutAfter('INSERT INTO reservations')
+    await expect(store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000)).rejects.toEqual(unavailable)
+    await cutting
+    await proxy.restore()
+    expect((await store.ledger.credits(id, 0)).reserved).toBe(0n)
+    // The account's lock was released with the dead connection: the full balance can be held.
+    expect((await store.ledger.reserve(id, 'g1', usd(2), 0, 60_000))?.amount).toBe(usd(1))
+  })
+
+  it('a settle whose answer was lost is charged once with its record, and settling again changes nothing', async () => {
+    const { proxy, store, id } = await setup()
+    const held = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000))!
+    const record = generationFixture(`gen-${crypto.randomUUID()}`, id, { cost: usd('0.3') })
+    // One statement, committed by the database; the answer is lost on the way back.
+    const cutting = proxy.cutAfter('INSERT INTO generations')
+    await expect(store.ledger.settle(held, record)).rejects.toEqual(unavailable)
+    await cutting
+    await proxy.restore()
+    const before = await expectConsistent(store, id)
+    expect(before.records).toEqual([record])
+    // The caller retries: the generation id makes it a no-op, never a second charge.
+    expect(await store.ledger.settle(held, record)).toBe(false)
+    const { credits, records } = await expectConsistent(store, id)
+    expect(records).toEqual([record])
+    expect(credits).toEqual({ totalCredits: usd(1), totalUsage: usd('0.3'), reserved: 0n })
+  })
+})
