@@ -1,12 +1,12 @@
 import { once } from 'node:events'
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../src/billing/money.ts'
 import { GatewayError } from '../../src/errors.ts'
 import { createPostgresStore } from '../../src/store/postgres.ts'
 import type { Store } from '../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../contract/store.ts'
-import { createTestDatabase, type TestDatabase } from '../support/postgres.ts'
+import { useTestDatabase } from '../support/postgres.ts'
 
 // A TCP proxy between the store and PostgreSQL, cut and restored by the test: with the database
 // unreachable every call fails as store_unavailable (never a crash), no half-written state is left,
@@ -79,16 +79,13 @@ async function startProxy(target: { host: string; port: number }): Promise<Proxy
 
 const unavailable = expect.objectContaining({ name: 'GatewayError', code: 'store_unavailable', status: 503 })
 
-let db: TestDatabase
-beforeAll(async () => {
-  db = await createTestDatabase()
-})
-afterAll(() => db?.drop())
+const database = useTestDatabase()
 
 async function setup(): Promise<{ proxy: Proxy; store: Store; id: string }> {
-  const direct = new URL(db.url)
+  const { url } = await database()
+  const direct = new URL(url)
   const proxy = await startProxy({ host: direct.hostname, port: Number(direct.port || 5432) })
-  const viaProxy = new URL(db.url)
+  const viaProxy = new URL(url)
   viaProxy.hostname = '127.0.0.1'
   viaProxy.port = String(proxy.port)
   const store = await createPostgresStore(viaProxy.toString(), { poolSize: 4 })

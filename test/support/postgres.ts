@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
+import { afterAll } from 'vitest'
 
 // A fresh PostgreSQL database per test file, on the local server (127.0.0.1:5432, trust auth).
 // JUNCTION_TEST_PG_URL overrides the admin URL. PostgreSQL not running is a failure, never a skip:
@@ -42,4 +43,18 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     url: url.toString(),
     drop: () => withAdmin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => {}),
   }
+}
+
+/**
+ * One test database for the calling test file, created by the first test that asks for it and
+ * dropped after the file. With PostgreSQL down every test that needs it fails with the message above
+ * (a failing beforeAll would only report them as skipped).
+ */
+export function useTestDatabase(): () => Promise<TestDatabase> {
+  let db: Promise<TestDatabase> | undefined
+  afterAll(async () => {
+    const created = await db?.catch(() => undefined)
+    await created?.drop()
+  })
+  return () => (db ??= createTestDatabase())
 }

@@ -1,25 +1,21 @@
 import { randomUUID } from 'node:crypto'
 import { Writable } from 'node:stream'
 import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
 import { createLogger } from '../../../src/logger.ts'
 import { migrations } from '../../../src/store/postgres-migrations.ts'
 import { createPostgresStore, redactUrl } from '../../../src/store/postgres.ts'
 import type { Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
-import { createTestDatabase, type TestDatabase } from '../../support/postgres.ts'
+import { createTestDatabase, useTestDatabase } from '../../support/postgres.ts'
 
 // Two stores (two pools, as two gateway processes would have) on one database behave as one store.
 
 const MINUTE = 60_000
 const uid = (prefix: string) => `${prefix}-${randomUUID()}`
 
-let db: TestDatabase
-beforeAll(async () => {
-  db = await createTestDatabase()
-})
-afterAll(() => db?.drop())
+const database = useTestDatabase()
 
 /** A logger whose JSON lines land in `lines`. */
 function captureLog(level = 'debug') {
@@ -34,8 +30,8 @@ function captureLog(level = 'debug') {
   return { lines, log: createLogger(level, sink) }
 }
 
-async function open(url = db.url, poolSize?: number): Promise<Store> {
-  const store = await createPostgresStore(url, { poolSize })
+async function open(): Promise<Store> {
+  const store = await createPostgresStore((await database()).url, {})
   onTestFinished(() => store.close())
   return store
 }
@@ -144,7 +140,7 @@ describe('postgres: two stores on one database', () => {
 
   it('never logs the password of the database URL', async () => {
     const { lines, log } = captureLog('debug')
-    const url = new URL(db.url)
+    const url = new URL((await database()).url)
     url.password = 'hunter2-secret'
     // Trust authentication on the test server: the password is never asked for, the store opens.
     const store = await createPostgresStore(url.toString(), { log })
