@@ -6,7 +6,7 @@ import type { GenerationRecord } from '../src/store/types.ts'
 
 // Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),
 // sequential and with concurrent callers, on a throwaway database. Records figures, asserts nothing.
-// `node bench/store-postgres.ts`; BENCH_PG_URL overrides the admin URL, BENCH_OPS the count (2000).
+// `npm run bench:postgres`; BENCH_PG_URL overrides the admin URL, BENCH_OPS the count (2000).
 
 const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const ops = Number(process.env['BENCH_OPS'] ?? 2000)
