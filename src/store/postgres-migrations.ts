@@ -110,4 +110,38 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: 'reserve in one round trip',
+    sql: `
+      -- Holds credits: locks the account's ledger row, then sums the open holds and inserts the new
+      -- one. It must be a VOLATILE function: under READ COMMITTED each of its queries takes a new
+      -- snapshot, so the sum, read after the lock is granted, sees every hold committed before it
+      -- (one plain statement would read it from a snapshot taken before waiting for the lock).
+      -- NULL: unknown account, or nothing available.
+      CREATE FUNCTION junction_reserve(
+        p_account text, p_id text, p_upper numeric, p_expires_at bigint, p_now bigint
+      ) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        avail numeric;
+        held numeric;
+      BEGIN
+        SELECT credits - usage INTO avail FROM ledger WHERE account_id = p_account FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+          RETURN NULL;
+        END IF;
+        SELECT avail - coalesce(sum(amount), 0) INTO avail FROM reservations
+          WHERE account_id = p_account AND expires_at > p_now;
+        IF avail <= 0 THEN
+          RETURN NULL;
+        END IF;
+        held := least(p_upper, avail);
+        INSERT INTO reservations (account_id, id, amount, expires_at)
+          VALUES (p_account, p_id, held, p_expires_at)
+          ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at;
+        RETURN held;
+      END
+      $$;
+    `,
+  },
 ]

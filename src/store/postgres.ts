@@ -146,7 +146,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
 
   return {
     accounts: createAccounts(query),
-    ledger: createLedger(query, transaction),
+    ledger: createLedger(query),
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits: createRateLimits(query, transaction),
@@ -307,7 +307,7 @@ const toCredits = (r: CreditsRow): Credits => ({
   reserved: toMoney(r.reserved),
 })
 
-function createLedger(query: Query, transaction: Transaction): LedgerStore {
+function createLedger(query: Query): LedgerStore {
   return {
     async credits(accountId, now) {
       const { rows } = await query<CreditsRow>(
@@ -326,25 +326,14 @@ function createLedger(query: Query, transaction: Transaction): LedgerStore {
     },
     async reserve(accountId, id, upperBound, now, ttlMs) {
       const expiresAt = now + ttlMs
-      return transaction(async (q) => {
-        // The ledger row is the account's lock: every reserve of the account, from any process, waits
-        // here, and the next statement (a new snapshot under READ COMMITTED) sees every hold committed
-        // before it. One statement could not: its sum would be read from a snapshot older than the lock.
-        const locked = await q('SELECT 1 FROM ledger WHERE account_id = $1 FOR NO KEY UPDATE', [accountId])
-        if (locked.rowCount === 0) return null
-        const { rows } = await q<{ amount: string }>(
-          `INSERT INTO reservations (account_id, id, amount, expires_at)
-           SELECT $1, $2, least($3::numeric, avail), $4 FROM (
-             SELECT credits - usage - (SELECT coalesce(sum(amount), 0) FROM reservations
-               WHERE account_id = $1 AND expires_at > $5) AS avail
-             FROM ledger WHERE account_id = $1) l
-           WHERE avail > 0
-           ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at
-           RETURNING amount`,
-          [accountId, id, money(upperBound), expiresAt, now],
-        )
-        return rows[0] ? { id, accountId, amount: toMoney(rows[0].amount), expiresAt } : null
-      })
+      // One round trip: junction_reserve (migration 2) locks the account's ledger row, so every
+      // reserve of the account, from any process, runs one at a time and sees the holds before it.
+      const { rows } = await query<{ amount: string | null }>(
+        'SELECT junction_reserve($1, $2, $3, $4, $5) AS amount',
+        [accountId, id, money(upperBound), expiresAt, now],
+      )
+      const amount = rows[0]?.amount
+      return amount == null ? null : { id, accountId, amount: toMoney(amount), expiresAt }
     },
     async renew(ref, now, ttlMs) {
       const { rowCount } = await query(
@@ -639,14 +628,13 @@ function createRateLimits(query: Query, transaction: Transaction): RateLimitStor
       // Sorted, so two calls over the same keys lock them in the same order and never deadlock.
       const keys = [...new Set(checks.map((c) => c.key))].sort()
       const windows = await transaction(async (q) => {
-        await q(
-          `INSERT INTO rate_windows (key, window_ms, start, current, previous)
-           SELECT k, $2, $3, 0, 0 FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT (key) DO NOTHING`,
-          [keys, windowMs, start],
-        )
+        // Inserts the missing windows and locks them all, in key order, in one statement.
         const { rows } = await q<WindowRow>(
-          'SELECT key, start, current, previous FROM rate_windows WHERE key = ANY($1) ORDER BY key FOR UPDATE',
-          [keys],
+          `INSERT INTO rate_windows AS r (key, window_ms, start, current, previous)
+           SELECT k, $2, $3, 0, 0 FROM unnest($1::text[]) AS k ORDER BY k
+           ON CONFLICT (key) DO UPDATE SET key = r.key
+           RETURNING key, start, current, previous`,
+          [keys, windowMs, start],
         )
         const byKey = new Map(rows.map((r) => [r.key, rollWindow(r, windowMs, now)]))
         // What earlier checks of this call would add, should one key appear twice.

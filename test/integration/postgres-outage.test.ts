@@ -137,16 +137,30 @@ describe('postgres outage', () => {
     })
   })
 
-  it('a reserve cut mid-transaction leaves no hold', async () => {
+  it('a rate-limit consume cut mid-transaction counts nothing', async () => {
+    const { proxy, store } = await setup()
+    const checks = [{ key: `rpm-${crypto.randomUUID()}`, amount: 1, limit: 2 }]
+    // The window was inserted, locked and counted on the database; the COMMIT is never sent.
+    const cutting = proxy.cutAfter('UPDATE rate_windows')
+    await expect(store.rateLimits.consume(checks, 60_000, 0)).rejects.toEqual(unavailable)
+    await cutting
+    await proxy.restore()
+    // Rolled back, and its row lock went with the dead connection: both units are still there.
+    expect((await store.rateLimits.consume(checks, 60_000, 1)).decisions[0]!.remaining).toBe(1)
+    expect((await store.rateLimits.consume(checks, 60_000, 2)).allowed).toBe(true)
+    expect((await store.rateLimits.consume(checks, 60_000, 3)).allowed).toBe(false)
+  })
+
+  it('a hold whose answer was lost frees its credits at its expiry', async () => {
     const { proxy, store, id } = await setup()
-    // BEGIN, the row lock and the INSERT ran on the database; the COMMIT is never sent.
-    const cutting = proxy.cutAfter('INSERT INTO reservations')
+    const cutting = proxy.cutAfter('junction_reserve')
     await expect(store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000)).rejects.toEqual(unavailable)
     await cutting
     await proxy.restore()
-    expect((await store.ledger.credits(id, 0)).reserved).toBe(0n)
-    // The account's lock was released with the dead connection: the full balance can be held.
-    expect((await store.ledger.reserve(id, 'g1', usd(2), 0, 60_000))?.amount).toBe(usd(1))
+    // One statement: it committed, and nobody will settle or release it; the TTL frees it.
+    expect((await store.ledger.credits(id, 59_999)).reserved).toBe(usd('0.5'))
+    expect((await store.ledger.credits(id, 60_000)).reserved).toBe(0n)
+    expect((await store.ledger.reserve(id, 'g2', usd(2), 60_000, 60_000))?.amount).toBe(usd(1))
   })
 
   it('a settle whose answer was lost is charged once with its record, and settling again changes nothing', async () => {
