@@ -69,7 +69,24 @@ async function run(label: string, concurrency: number, accounts: number): Promis
   console.log(`${label}: ${ops} reserve+settle in ${s.toFixed(2)} s = ${Math.round(ops / s)} ops/s`)
 }
 
+async function runConsume(label: string, concurrency: number): Promise<void> {
+  const keys = Array.from({ length: concurrency }, () => `rpm-${randomUUID()}`)
+  let next = 0
+  const worker = async (w: number) => {
+    while (next < ops) {
+      next++
+      await store.rateLimits.consume([{ key: keys[w]!, amount: 1, limit: 1e9 }], 60_000, 0)
+    }
+  }
+  const start = performance.now()
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)))
+  const s = (performance.now() - start) / 1000
+  console.log(`${label}: ${ops} rate-limit consumes in ${s.toFixed(2)} s = ${Math.round(ops / s)} ops/s`)
+}
+
 try {
+  await runConsume('sequential', 1)
+  await runConsume('16 concurrent, 16 keys', 16)
   await run('sequential, one account', 1, 1)
   await run('16 concurrent, one account', 16, 1)
   await run('16 concurrent, 16 accounts', 16, 16)

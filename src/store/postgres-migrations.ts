@@ -144,4 +144,54 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 3,
+    name: 'rate-limit consume in one round trip',
+    sql: `
+      -- All-or-nothing sliding-window counting over several checks (the logic of memory.ts), as one
+      -- statement: the windows are inserted if missing and locked in key order (no deadlocks), rolled
+      -- over to the window of p_now, judged, and counted only if every check fits. One row per check,
+      -- in order: whether it fits and what was used before it. Counters are not money: the commit
+      -- does not wait for the disk (a database crash may forget the last moments of counting).
+      CREATE FUNCTION junction_consume(
+        p_keys text[], p_amounts bigint[], p_limits bigint[], p_window bigint, p_now bigint
+      ) RETURNS TABLE (fits boolean, used bigint) LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        v_start bigint := p_now - p_now % p_window;
+        v_weight float8 := 1 - (p_now - v_start)::float8 / p_window::float8;
+        v_fits boolean[] := '{}';
+        v_used bigint[] := '{}';
+        v_all boolean := true;
+        v_prev bigint;
+        v_cur bigint;
+        v_before bigint;
+        i integer;
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        INSERT INTO rate_windows AS r (key, window_ms, start, current, previous)
+          SELECT k, p_window, v_start, 0, 0 FROM (SELECT DISTINCT unnest(p_keys) AS k) u ORDER BY k
+          ON CONFLICT (key) DO UPDATE SET key = r.key;
+        UPDATE rate_windows SET
+            previous = CASE WHEN v_start - start = p_window THEN current ELSE 0 END,
+            current = 0, start = v_start, window_ms = p_window
+          WHERE key = ANY (p_keys) AND start <> v_start;
+        FOR i IN 1 .. coalesce(array_length(p_keys, 1), 0) LOOP
+          SELECT previous, current INTO v_prev, v_cur FROM rate_windows WHERE key = p_keys[i];
+          -- What earlier checks of this call would add, should one key appear twice.
+          SELECT coalesce(sum(p_amounts[j]), 0) INTO v_before
+            FROM generate_series(1, i - 1) AS j WHERE p_keys[j] = p_keys[i];
+          v_used := v_used || (ceil(v_prev::float8 * v_weight)::bigint + v_cur + v_before);
+          v_fits := v_fits || (v_used[i] + p_amounts[i] <= p_limits[i]);
+          v_all := v_all AND v_fits[i];
+        END LOOP;
+        IF v_all THEN
+          UPDATE rate_windows r SET current = r.current + a.amount
+            FROM (SELECT k, sum(n) AS amount FROM unnest(p_keys, p_amounts) AS c(k, n) GROUP BY k) a
+            WHERE r.key = a.k;
+        END IF;
+        RETURN QUERY SELECT f, u FROM unnest(v_fits, v_used) AS t(f, u);
+      END
+      $$;
+    `,
+  },
 ]

@@ -149,7 +149,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     ledger: createLedger(query),
     generations: createGenerations(query),
     files: createFiles(query, transaction),
-    rateLimits: createRateLimits(query, transaction),
+    rateLimits: createRateLimits(query),
     async ping() {
       await query('SELECT 1')
     },
@@ -596,78 +596,32 @@ function createFiles(query: Query, transaction: Transaction): FileStore {
   }
 }
 
-interface WindowRow {
-  key: string
-  start: string
-  current: string
-  previous: string
-}
-
-interface Window {
-  start: number
-  current: number
-  previous: number
-}
-
-/** The window as of `now` (the same roll-over as memory.ts): the previous one counts only if adjacent. */
-function rollWindow(row: WindowRow, windowMs: number, now: number): Window {
-  const start = now - (now % windowMs)
-  const w = { start: Number(row.start), current: Number(row.current), previous: Number(row.previous) }
-  if (w.start === start) return w
-  return { start, current: 0, previous: start - w.start === windowMs ? w.current : 0 }
-}
-
-function createRateLimits(query: Query, transaction: Transaction): RateLimitStore {
+function createRateLimits(query: Query): RateLimitStore {
   return {
     async sweep(now) {
       await query('DELETE FROM rate_windows WHERE $1 - start >= 2 * window_ms', [now])
     },
     async consume(checks, windowMs, now) {
       if (checks.length === 0) return { allowed: true, decisions: [] }
-      const start = now - (now % windowMs)
-      // Sorted, so two calls over the same keys lock them in the same order and never deadlock.
-      const keys = [...new Set(checks.map((c) => c.key))].sort()
-      const windows = await transaction(async (q) => {
-        // Inserts the missing windows and locks them all, in key order, in one statement.
-        const { rows } = await q<WindowRow>(
-          `INSERT INTO rate_windows AS r (key, window_ms, start, current, previous)
-           SELECT k, $2, $3, 0, 0 FROM unnest($1::text[]) AS k ORDER BY k
-           ON CONFLICT (key) DO UPDATE SET key = r.key
-           RETURNING key, start, current, previous`,
-          [keys, windowMs, start],
-        )
-        const byKey = new Map(rows.map((r) => [r.key, rollWindow(r, windowMs, now)]))
-        // What earlier checks of this call would add, should one key appear twice.
-        const pending = new Map<string, number>()
-        const seen = checks.map((check) => {
-          const w = byKey.get(check.key)!
-          // Sliding estimate: the previous window weighs as much as it still overlaps the last windowMs.
-          const weight = 1 - (now - w.start) / windowMs
-          const before = pending.get(check.key) ?? 0
-          const used = Math.ceil(w.previous * weight) + w.current + before
-          pending.set(check.key, before + check.amount)
-          return { check, w, used, fits: used + check.amount <= check.limit }
-        })
-        const allowed = seen.every((s) => s.fits)
-        if (allowed) for (const s of seen) s.w.current += s.check.amount
-        const ws = keys.map((k) => byKey.get(k)!)
-        await q(
-          `UPDATE rate_windows r SET window_ms = $2, start = v.start, current = v.current, previous = v.previous
-           FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS v(key, start, current, previous)
-           WHERE r.key = v.key`,
-          [keys, windowMs, ws.map((w) => w.start), ws.map((w) => w.current), ws.map((w) => w.previous)],
-        )
-        return { allowed, seen }
-      })
-      const { allowed, seen } = windows
+      // One round trip: junction_consume (migration 3) locks the windows in key order, rolls them over,
+      // judges every check and counts all or nothing, with the same arithmetic as memory.ts.
+      const { rows } = await query<{ fits: boolean; used: string }>(
+        'SELECT fits, used FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5)',
+        [checks.map((c) => c.key), checks.map((c) => c.amount), checks.map((c) => c.limit), windowMs, now],
+      )
+      const allowed = rows.every((r) => r.fits)
+      const resetAt = now - (now % windowMs) + windowMs
       return {
         allowed,
-        decisions: seen.map(({ check, w, used, fits }): RateDecision => ({
-          allowed: fits,
-          limit: check.limit,
-          remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
-          resetAt: w.start + windowMs,
-        })),
+        decisions: checks.map((check, i): RateDecision => {
+          const used = Number(rows[i]!.used)
+          return {
+            allowed: rows[i]!.fits,
+            limit: check.limit,
+            remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
+            resetAt,
+          }
+        }),
       }
     },
     async adjust(key, delta, windowMs, now) {

@@ -155,18 +155,28 @@ describe('postgres outage', () => {
     })
   })
 
-  it('a rate-limit consume cut mid-transaction counts nothing', async () => {
-    const { proxy, store } = await setup()
-    const checks = [{ key: `rpm-${crypto.randomUUID()}`, amount: 1, limit: 2 }]
-    // The window was inserted, locked and counted on the database; the COMMIT is never sent.
-    const cutting = proxy.cutAfter('UPDATE rate_windows')
-    await expect(store.rateLimits.consume(checks, 60_000, 0)).rejects.toEqual(unavailable)
+  it('an upload hold cut mid-transaction holds nothing', async () => {
+    const { proxy, store, id } = await setup()
+    const quota = { maxFiles: 1, maxBytes: 1000 }
+    // The totals row was locked and the hold inserted on the database; the COMMIT is never sent.
+    const cutting = proxy.cutAfter('INSERT INTO file_holds')
+    await expect(store.files.reserve(id, quota, 0, 60_000)).rejects.toEqual(unavailable)
     await cutting
     await proxy.restore()
-    // Rolled back, and its row lock went with the dead connection: both units are still there.
-    expect((await store.rateLimits.consume(checks, 60_000, 1)).decisions[0]!.remaining).toBe(1)
-    expect((await store.rateLimits.consume(checks, 60_000, 2)).allowed).toBe(true)
-    expect((await store.rateLimits.consume(checks, 60_000, 3)).allowed).toBe(false)
+    // Rolled back, and the lock went with the dead connection: the one slot is free, once.
+    expect((await store.files.reserve(id, quota, 1, 60_000)).ok).toBe(true)
+    expect(await store.files.reserve(id, quota, 2, 60_000)).toEqual({ ok: false, reason: 'files' })
+  })
+
+  it('a rate-limit check is refused while cut and counts once restored', async () => {
+    const { proxy, store } = await setup()
+    const checks = [{ key: `rpm-${crypto.randomUUID()}`, amount: 1, limit: 1 }]
+    await proxy.cut()
+    await expect(store.rateLimits.consume(checks, 60_000, 0)).rejects.toEqual(unavailable)
+    await expect(store.rateLimits.adjust(checks[0]!.key, 1, 60_000, 0)).rejects.toEqual(unavailable)
+    await proxy.restore()
+    expect((await store.rateLimits.consume(checks, 60_000, 1)).allowed).toBe(true)
+    expect((await store.rateLimits.consume(checks, 60_000, 2)).allowed).toBe(false)
   })
 
   it('a hold whose answer was lost frees its credits at its expiry', async () => {

@@ -5,6 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
 import { createLogger } from '../../../src/logger.ts'
 import { migrations } from '../../../src/store/postgres-migrations.ts'
+import { createMemoryRateLimitStore } from '../../../src/store/memory.ts'
 import { createPostgresStore, redactUrl } from '../../../src/store/postgres.ts'
 import type { Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
@@ -148,5 +149,42 @@ describe('postgres: two stores on one database', () => {
     expect(lines.length).toBeGreaterThan(0)
     expect(JSON.stringify(lines)).not.toContain('hunter2-secret')
     expect(redactUrl(url.toString())).not.toContain('hunter2-secret')
+  })
+})
+
+describe('postgres rate limits', () => {
+  it('decide exactly as memory over a long random sequence (repeated keys, adjusts, window roll-overs)', async () => {
+    const pgStore = await open()
+    const memory = createMemoryRateLimitStore()
+    // A fixed-seed generator: the same sequence every run.
+    let seed = 42
+    const next = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
+      return seed % n
+    }
+    const keys = [uid('a'), uid('b'), uid('c')]
+    let now = 1_000_000
+    const outcomes = { allowed: 0, refused: 0 }
+    for (let step = 0; step < 300; step++) {
+      now += [0, 1, 997, 7_919, 29_999, 61_000, 130_000][next(7)]!
+      if (next(5) === 0) {
+        const key = keys[next(3)]!
+        const delta = next(9) - 4
+        await memory.adjust(key, delta, MINUTE, now)
+        await pgStore.rateLimits.adjust(key, delta, MINUTE, now)
+        continue
+      }
+      const checks = Array.from({ length: 1 + next(3) }, () => ({
+        key: keys[next(3)]!,
+        amount: 1 + next(5),
+        limit: 3 + next(8),
+      }))
+      const expected = await memory.consume(checks, MINUTE, now)
+      expect(await pgStore.rateLimits.consume(checks, MINUTE, now), `step ${step}`).toEqual(expected)
+      outcomes[expected.allowed ? 'allowed' : 'refused']++
+    }
+    // The sequence exercised both answers.
+    expect(outcomes.allowed).toBeGreaterThan(20)
+    expect(outcomes.refused).toBeGreaterThan(20)
   })
 })
