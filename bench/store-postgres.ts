@@ -1,0 +1,97 @@
+import { randomBytes, randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
+import pg from 'pg'
+import { createPostgresStore } from '../src/store/postgres.ts'
+import type { GenerationRecord } from '../src/store/types.ts'
+
+// Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),
+// sequential and with concurrent callers, on a throwaway database. Records figures, asserts nothing.
+// `npm run bench:postgres`; BENCH_PG_URL overrides the admin URL, BENCH_OPS the count (2000).
+
+const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const ops = Number(process.env['BENCH_OPS'] ?? 2000)
+
+const admin = new pg.Client(adminUrl)
+await admin.connect()
+const name = `junction_bench_${randomBytes(6).toString('hex')}`
+await admin.query(`CREATE DATABASE ${name}`)
+const url = new URL(adminUrl)
+url.pathname = `/${name}`
+const store = await createPostgresStore(url.toString(), { poolSize: 10 })
+
+const record = (accountId: string): GenerationRecord => ({
+  generationId: `gen-${randomUUID()}`,
+  accountId,
+  api: '/v1/chat/completions',
+  model: 'mock/chat',
+  provider: 'mock',
+  createdAt: 0,
+  generationTimeMs: 1,
+  latencyMs: 1,
+  streamed: false,
+  finishReason: 'stop',
+  cancelled: false,
+  costSource: 'upstream',
+  usage: {
+    prompt_tokens: 10,
+    completion_tokens: 5,
+    total_tokens: 15,
+    prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0, audio_tokens: 0, video_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 0, image_tokens: 0, audio_tokens: 0 },
+  },
+  upstreamCost: 1000n,
+  discountPpm: 0,
+  discount: 0n,
+  cost: 1000n,
+})
+
+async function run(label: string, concurrency: number, accounts: number): Promise<void> {
+  const ids = Array.from({ length: accounts }, () => `acct-${randomUUID()}`)
+  for (const id of ids) {
+    await store.accounts.create(
+      { id, name: id, createdAt: 0, discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} },
+      10n ** 18n,
+    )
+  }
+  let next = 0
+  const worker = async () => {
+    while (next < ops) {
+      const i = next++
+      const accountId = ids[i % ids.length]!
+      const r = await store.ledger.reserve(accountId, `r${i}`, 1_000_000n, 0, 60_000)
+      if (!r) throw new Error('reserve refused')
+      await store.ledger.settle(r, record(accountId))
+    }
+  }
+  const start = performance.now()
+  await Promise.all(Array.from({ length: concurrency }, worker))
+  const s = (performance.now() - start) / 1000
+  console.log(`${label}: ${ops} reserve+settle in ${s.toFixed(2)} s = ${Math.round(ops / s)} ops/s`)
+}
+
+async function runConsume(label: string, concurrency: number): Promise<void> {
+  const keys = Array.from({ length: concurrency }, () => `rpm-${randomUUID()}`)
+  let next = 0
+  const worker = async (w: number) => {
+    while (next < ops) {
+      next++
+      await store.rateLimits.consume([{ key: keys[w]!, amount: 1, limit: 1e9 }], 60_000, 0)
+    }
+  }
+  const start = performance.now()
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)))
+  const s = (performance.now() - start) / 1000
+  console.log(`${label}: ${ops} rate-limit consumes in ${s.toFixed(2)} s = ${Math.round(ops / s)} ops/s`)
+}
+
+try {
+  await runConsume('sequential', 1)
+  await runConsume('16 concurrent, 16 keys', 16)
+  await run('sequential, one account', 1, 1)
+  await run('16 concurrent, one account', 16, 1)
+  await run('16 concurrent, 16 accounts', 16, 16)
+} finally {
+  await store.close()
+  await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
+  await admin.end()
+}

@@ -1,0 +1,197 @@
+// The PostgreSQL schema as versioned migrations, applied in order at start (postgres.ts). A migration
+// is never edited once released: a change is a new entry at the end.
+//
+// Money columns are NUMERIC(40,0) picodollars (1e9 USD is 1e21, beyond BIGINT); times are BIGINT Unix
+// ms given by the caller, never the database's clock.
+
+export interface Migration {
+  version: number
+  name: string
+  sql: string
+}
+
+export const migrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'accounts, ledger, generations, files, rate limits',
+    sql: `
+      CREATE TABLE accounts (
+        id text PRIMARY KEY,
+        name text NOT NULL,
+        created_at bigint NOT NULL,
+        discount_ppm integer NOT NULL,
+        model_discounts_ppm jsonb NOT NULL,
+        rate_limits jsonb NOT NULL
+      );
+      CREATE INDEX accounts_created ON accounts (created_at, id);
+
+      CREATE TABLE api_keys (
+        hash text PRIMARY KEY,
+        id text NOT NULL,
+        account_id text NOT NULL REFERENCES accounts (id),
+        prefix text NOT NULL,
+        created_at bigint NOT NULL
+      );
+      CREATE INDEX api_keys_account ON api_keys (account_id, created_at, id);
+
+      CREATE TABLE ledger (
+        account_id text PRIMARY KEY REFERENCES accounts (id),
+        credits numeric(40, 0) NOT NULL,
+        usage numeric(40, 0) NOT NULL
+      );
+
+      CREATE TABLE reservations (
+        account_id text NOT NULL REFERENCES accounts (id),
+        id text NOT NULL,
+        amount numeric(40, 0) NOT NULL,
+        expires_at bigint NOT NULL,
+        PRIMARY KEY (account_id, id)
+      );
+      CREATE INDEX reservations_expiry ON reservations (expires_at);
+
+      CREATE TABLE generations (
+        seq bigserial PRIMARY KEY,
+        generation_id text NOT NULL UNIQUE,
+        account_id text NOT NULL REFERENCES accounts (id),
+        api text NOT NULL,
+        model text NOT NULL,
+        provider text NOT NULL,
+        created_at bigint NOT NULL,
+        generation_time_ms bigint NOT NULL,
+        latency_ms bigint NOT NULL,
+        streamed boolean NOT NULL,
+        finish_reason text,
+        cancelled boolean NOT NULL,
+        cost_source text NOT NULL,
+        usage jsonb NOT NULL,
+        upstream_cost numeric(40, 0) NOT NULL,
+        discount_ppm integer NOT NULL,
+        discount numeric(40, 0) NOT NULL,
+        cost numeric(40, 0) NOT NULL
+      );
+      CREATE INDEX generations_account ON generations (account_id, seq);
+
+      -- Per-account file totals; its row is also the lock that serialises the account's quota checks.
+      CREATE TABLE file_accounts (
+        account_id text PRIMARY KEY,
+        files integer NOT NULL DEFAULT 0,
+        bytes bigint NOT NULL DEFAULT 0
+      );
+
+      CREATE TABLE files (
+        seq bigserial PRIMARY KEY,
+        account_id text NOT NULL,
+        id text NOT NULL,
+        bytes bigint NOT NULL,
+        created_at bigint NOT NULL,
+        filename text NOT NULL,
+        purpose text NOT NULL,
+        content_type text NOT NULL,
+        storage_key text NOT NULL,
+        UNIQUE (account_id, id)
+      );
+      CREATE INDEX files_account ON files (account_id, seq);
+
+      -- Uploads in progress, each holding one file slot until committed, released or expired.
+      CREATE TABLE file_holds (
+        token text PRIMARY KEY,
+        account_id text NOT NULL,
+        expires_at bigint NOT NULL
+      );
+      CREATE INDEX file_holds_account ON file_holds (account_id);
+      CREATE INDEX file_holds_expiry ON file_holds (expires_at);
+
+      CREATE TABLE rate_windows (
+        key text PRIMARY KEY,
+        window_ms bigint NOT NULL,
+        start bigint NOT NULL,
+        current bigint NOT NULL,
+        previous bigint NOT NULL
+      );
+    `,
+  },
+  {
+    version: 2,
+    name: 'reserve in one round trip',
+    sql: `
+      -- Holds credits: locks the account's ledger row, then sums the open holds and inserts the new
+      -- one. It must be a VOLATILE function: under READ COMMITTED each of its queries takes a new
+      -- snapshot, so the sum, read after the lock is granted, sees every hold committed before it
+      -- (one plain statement would read it from a snapshot taken before waiting for the lock).
+      -- NULL: unknown account, or nothing available.
+      CREATE FUNCTION junction_reserve(
+        p_account text, p_id text, p_upper numeric, p_expires_at bigint, p_now bigint
+      ) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        avail numeric;
+        held numeric;
+      BEGIN
+        SELECT credits - usage INTO avail FROM ledger WHERE account_id = p_account FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+          RETURN NULL;
+        END IF;
+        SELECT avail - coalesce(sum(amount), 0) INTO avail FROM reservations
+          WHERE account_id = p_account AND expires_at > p_now;
+        IF avail <= 0 THEN
+          RETURN NULL;
+        END IF;
+        held := least(p_upper, avail);
+        INSERT INTO reservations (account_id, id, amount, expires_at)
+          VALUES (p_account, p_id, held, p_expires_at)
+          ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at;
+        RETURN held;
+      END
+      $$;
+    `,
+  },
+  {
+    version: 3,
+    name: 'rate-limit consume in one round trip',
+    sql: `
+      -- All-or-nothing sliding-window counting over several checks (the logic of memory.ts), as one
+      -- statement: the windows are inserted if missing and locked in key order (no deadlocks), rolled
+      -- over to the window of p_now, judged, and counted only if every check fits. One row per check,
+      -- in order: whether it fits and what was used before it. Counters are not money: the commit
+      -- does not wait for the disk (a database crash may forget the last moments of counting).
+      CREATE FUNCTION junction_consume(
+        p_keys text[], p_amounts bigint[], p_limits bigint[], p_window bigint, p_now bigint
+      ) RETURNS TABLE (fits boolean, used bigint) LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        v_start bigint := p_now - p_now % p_window;
+        v_weight float8 := 1 - (p_now - v_start)::float8 / p_window::float8;
+        v_fits boolean[] := '{}';
+        v_used bigint[] := '{}';
+        v_all boolean := true;
+        v_prev bigint;
+        v_cur bigint;
+        v_before bigint;
+        i integer;
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        INSERT INTO rate_windows AS r (key, window_ms, start, current, previous)
+          SELECT k, p_window, v_start, 0, 0 FROM (SELECT DISTINCT unnest(p_keys) AS k) u ORDER BY k
+          ON CONFLICT (key) DO UPDATE SET key = r.key;
+        UPDATE rate_windows SET
+            previous = CASE WHEN v_start - start = p_window THEN current ELSE 0 END,
+            current = 0, start = v_start, window_ms = p_window
+          WHERE key = ANY (p_keys) AND start <> v_start;
+        FOR i IN 1 .. coalesce(array_length(p_keys, 1), 0) LOOP
+          SELECT previous, current INTO v_prev, v_cur FROM rate_windows WHERE key = p_keys[i];
+          -- What earlier checks of this call would add, should one key appear twice.
+          SELECT coalesce(sum(p_amounts[j]), 0) INTO v_before
+            FROM generate_series(1, i - 1) AS j WHERE p_keys[j] = p_keys[i];
+          v_used := v_used || (ceil(v_prev::float8 * v_weight)::bigint + v_cur + v_before);
+          v_fits := v_fits || (v_used[i] + p_amounts[i] <= p_limits[i]);
+          v_all := v_all AND v_fits[i];
+        END LOOP;
+        IF v_all THEN
+          UPDATE rate_windows r SET current = r.current + a.amount
+            FROM (SELECT k, sum(n) AS amount FROM unnest(p_keys, p_amounts) AS c(k, n) GROUP BY k) a
+            WHERE r.key = a.k;
+        END IF;
+        RETURN QUERY SELECT f, u FROM unnest(v_fits, v_used) AS t(f, u);
+      END
+      $$;
+    `,
+  },
+]

@@ -1,0 +1,649 @@
+import { randomUUID } from 'node:crypto'
+import pg from 'pg'
+import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
+import { GatewayError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import type { FilePurpose, FileStore, StoredFile } from './files.ts'
+import { migrations } from './postgres-migrations.ts'
+import type {
+  Account,
+  AccountStore,
+  ApiKeyRecord,
+  Credits,
+  GenerationRecord,
+  GenerationStore,
+  LedgerStore,
+  RateDecision,
+  RateLimitStore,
+  Store,
+} from './types.ts'
+
+// The PostgreSQL backend: every instance of the gateway pointed at one database behaves as one
+// gateway. Every read-modify-write is one statement, or one transaction that first locks the row
+// that decides (the account's ledger row, its file totals, the rate windows in key order), so two
+// processes never both spend the same credit. Money travels as decimal strings (NUMERIC(40,0)
+// picodollars), never as a JavaScript number.
+//
+// Connection failures become `store_unavailable` (503); the pool reconnects by itself when the
+// database is back. Any other database error is a bug and is thrown as it is.
+
+const { Pool, DatabaseError } = pg
+
+/** pg_advisory_xact_lock key taken by the migration transaction (an arbitrary constant of Junction's). */
+const MIGRATION_LOCK = '7310593858302427730'
+
+export interface PostgresStoreOptions {
+  log?: Logger
+  /** Connections per gateway process (default 10). */
+  poolSize?: number
+}
+
+type Query = <R extends QueryResultRow>(text: string, values?: unknown[]) => Promise<QueryResult<R>>
+
+// SQLSTATE classes meaning "the database cannot serve now": connection exception, insufficient
+// resources (too many connections), operator intervention (shutdown, starting up).
+const UNAVAILABLE_STATE = /^(08|53|57P0)/
+
+/** A database failure as the gateway reports it: unreachable is a 503; anything else is unexpected. */
+export function toStoreError(err: unknown): unknown {
+  if (err instanceof DatabaseError && !UNAVAILABLE_STATE.test(err.code ?? '')) return err
+  // Refused, reset, terminated, timed out: socket errors and pg's own have no SQLSTATE.
+  return new GatewayError('store_unavailable', 'the state store is unavailable', { cause: err })
+}
+
+/** The URL without its password, for logs. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url)
+    if (u.password) u.password = '***'
+    return u.toString()
+  } catch {
+    return '(unparseable database URL)'
+  }
+}
+
+const money = (v: bigint): string => v.toString()
+const toMoney = (v: unknown): bigint => BigInt(String(v))
+
+export async function createPostgresStore(url: string, options: PostgresStoreOptions): Promise<Store> {
+  const { log } = options
+  const pool = new Pool({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+    // A connection that stops answering (a partition rather than a refusal) fails the call instead of
+    // hanging it; the pool then discards that connection.
+    query_timeout: 15_000,
+    keepAlive: true,
+    application_name: 'junction',
+  })
+  // A connection that dies while idle in the pool emits 'error' on the pool, and one that dies while
+  // checked out emits it on the client: unhandled, either would end the process.
+  pool.on('error', (err) => log?.warn({ err: { message: err.message } }, 'postgres connection lost'))
+  pool.on('connect', (client) => {
+    client.on('error', (err) => log?.debug({ err: { message: err.message } }, 'postgres connection error'))
+  })
+
+  const run = async <R extends QueryResultRow>(
+    runner: pg.Pool | PoolClient,
+    text: string,
+    values?: unknown[],
+  ): Promise<QueryResult<R>> => {
+    try {
+      return await runner.query<R>(text, values)
+    } catch (err) {
+      throw toStoreError(err)
+    }
+  }
+  const query: Query = (text, values) => run(pool, text, values)
+
+  /** Runs `fn` in one transaction; on any error the connection is discarded, which rolls it back. */
+  const transaction = async <T>(fn: (q: Query) => Promise<T>): Promise<T> => {
+    let client: PoolClient
+    try {
+      client = await pool.connect()
+    } catch (err) {
+      throw toStoreError(err)
+    }
+    const q: Query = (text, values) => run(client, text, values)
+    try {
+      await q('BEGIN')
+      const result = await fn(q)
+      await q('COMMIT')
+      client.release()
+      return result
+    } catch (err) {
+      client.release(true)
+      throw err
+    }
+  }
+
+  try {
+    const applied = await transaction(async (q) => {
+      // Two instances starting at once: the second waits here and then finds nothing left to apply.
+      await q('SELECT pg_advisory_xact_lock($1::bigint)', [MIGRATION_LOCK])
+      await q(`CREATE TABLE IF NOT EXISTS schema_version (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+      const { rows } = await q<{ v: number }>('SELECT coalesce(max(version), 0) AS v FROM schema_version')
+      const current = rows[0]!.v
+      const known = migrations.at(-1)?.version ?? 0
+      if (current > known) {
+        log?.warn({ current, known }, 'the database schema is newer than this gateway knows')
+      }
+      const pending = migrations.filter((m) => m.version > current)
+      for (const m of pending) {
+        await q(m.sql)
+        await q('INSERT INTO schema_version (version, name) VALUES ($1, $2)', [m.version, m.name])
+      }
+      return pending.map((m) => m.version)
+    })
+    log?.info({ database: redactUrl(url), applied }, 'postgres store ready')
+  } catch (err) {
+    await pool.end().catch(() => {})
+    throw err
+  }
+
+  const rateLimits = createRateLimits(query)
+  return {
+    accounts: createAccounts(query),
+    ledger: createLedger(query),
+    generations: createGenerations(query),
+    files: createFiles(query, transaction),
+    rateLimits,
+    async ping() {
+      await query('SELECT 1')
+    },
+    async sweep(now) {
+      await query('DELETE FROM reservations WHERE expires_at <= $1', [now])
+      await query('DELETE FROM file_holds WHERE expires_at <= $1', [now])
+      await rateLimits.sweep(now)
+    },
+    async close() {
+      await pool.end()
+    },
+  }
+}
+
+type Transaction = <T>(fn: (q: Query) => Promise<T>) => Promise<T>
+
+/** A foreign key to accounts failed: the caller named an account that does not exist. */
+const isUnknownAccount = (err: unknown): boolean => err instanceof DatabaseError && err.code === '23503'
+
+interface AccountRow {
+  id: string
+  name: string
+  created_at: string
+  discount_ppm: number
+  model_discounts_ppm: Record<string, number>
+  rate_limits: Account['rateLimits']
+}
+
+const ACCOUNT_COLUMNS = 'a.id, a.name, a.created_at, a.discount_ppm, a.model_discounts_ppm, a.rate_limits'
+
+const toAccount = (r: AccountRow): Account => ({
+  id: r.id,
+  name: r.name,
+  createdAt: Number(r.created_at),
+  discountPpm: r.discount_ppm,
+  modelDiscountsPpm: r.model_discounts_ppm,
+  rateLimits: r.rate_limits,
+})
+
+interface KeyRow {
+  id: string
+  account_id: string
+  hash: string
+  prefix: string
+  created_at: string
+}
+
+function createAccounts(query: Query): AccountStore {
+  return {
+    async findByKeyHash(keyHash) {
+      const { rows } = await query<AccountRow>(
+        `SELECT ${ACCOUNT_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
+        [keyHash],
+      )
+      return rows[0] ? toAccount(rows[0]) : null
+    },
+    async get(id) {
+      const { rows } = await query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = $1`, [
+        id,
+      ])
+      return rows[0] ? toAccount(rows[0]) : null
+    },
+    async create(account, initialCredits) {
+      // One statement: the account and its ledger exist together or not at all.
+      const { rowCount } = await query(
+        `WITH a AS (
+           INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING id)
+         INSERT INTO ledger (account_id, credits, usage) SELECT id, $7, 0 FROM a`,
+        [
+          account.id,
+          account.name,
+          account.createdAt,
+          account.discountPpm,
+          JSON.stringify(account.modelDiscountsPpm),
+          JSON.stringify(account.rateLimits),
+          money(initialCredits),
+        ],
+      )
+      return rowCount === 1
+    },
+    async update(id, patch) {
+      const json = (v: object | undefined) => (v === undefined ? null : JSON.stringify(v))
+      const { rows } = await query<AccountRow>(
+        `UPDATE accounts a SET
+           name = coalesce($2, a.name),
+           discount_ppm = coalesce($3, a.discount_ppm),
+           model_discounts_ppm = coalesce($4::jsonb, a.model_discounts_ppm),
+           rate_limits = coalesce($5::jsonb, a.rate_limits)
+         WHERE a.id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
+        [
+          id,
+          patch.name ?? null,
+          patch.discountPpm ?? null,
+          json(patch.modelDiscountsPpm),
+          json(patch.rateLimits),
+        ],
+      )
+      return rows[0] ? toAccount(rows[0]) : null
+    },
+    async list() {
+      const { rows } = await query<AccountRow>(
+        `SELECT ${ACCOUNT_COLUMNS} FROM accounts a ORDER BY a.created_at, a.id`,
+      )
+      return rows.map(toAccount)
+    },
+    async addKey(key) {
+      try {
+        await query(
+          `INSERT INTO api_keys (hash, id, account_id, prefix, created_at) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (hash) DO UPDATE SET id = excluded.id, account_id = excluded.account_id,
+             prefix = excluded.prefix, created_at = excluded.created_at`,
+          [key.hash, key.id, key.accountId, key.prefix, key.createdAt],
+        )
+      } catch (err) {
+        if (isUnknownAccount(err)) throw new Error(`unknown account ${key.accountId}`, { cause: err })
+        throw err
+      }
+    },
+    async listKeys(accountId) {
+      const { rows } = await query<KeyRow>(
+        'SELECT id, account_id, hash, prefix, created_at FROM api_keys WHERE account_id = $1 ORDER BY created_at, id',
+        [accountId],
+      )
+      return rows.map((r): ApiKeyRecord => ({
+        id: r.id,
+        accountId: r.account_id,
+        hash: r.hash,
+        prefix: r.prefix,
+        createdAt: Number(r.created_at),
+      }))
+    },
+    async removeKey(accountId, keyId) {
+      const { rowCount } = await query('DELETE FROM api_keys WHERE account_id = $1 AND id = $2', [
+        accountId,
+        keyId,
+      ])
+      return (rowCount ?? 0) > 0
+    },
+  }
+}
+
+interface CreditsRow {
+  credits: string
+  usage: string
+  reserved: string
+}
+
+const OPEN_RESERVED = `(SELECT coalesce(sum(r.amount), 0) FROM reservations r
+  WHERE r.account_id = ledger.account_id AND r.expires_at > $2) AS reserved`
+
+const toCredits = (r: CreditsRow): Credits => ({
+  totalCredits: toMoney(r.credits),
+  totalUsage: toMoney(r.usage),
+  reserved: toMoney(r.reserved),
+})
+
+function createLedger(query: Query): LedgerStore {
+  return {
+    async credits(accountId, now) {
+      const { rows } = await query<CreditsRow>(
+        `SELECT credits, usage, ${OPEN_RESERVED} FROM ledger WHERE account_id = $1`,
+        [accountId, now],
+      )
+      return rows[0] ? toCredits(rows[0]) : { totalCredits: 0n, totalUsage: 0n, reserved: 0n }
+    },
+    async addCredits(accountId, amount, now) {
+      const { rows } = await query<CreditsRow>(
+        `UPDATE ledger SET credits = credits + $3 WHERE account_id = $1 RETURNING credits, usage, ${OPEN_RESERVED}`,
+        [accountId, now, money(amount)],
+      )
+      if (!rows[0]) throw new Error(`unknown account ${accountId}`)
+      return toCredits(rows[0])
+    },
+    async reserve(accountId, id, upperBound, now, ttlMs) {
+      const expiresAt = now + ttlMs
+      // One round trip: junction_reserve (migration 2) locks the account's ledger row, so every
+      // reserve of the account, from any process, runs one at a time and sees the holds before it.
+      const { rows } = await query<{ amount: string | null }>(
+        'SELECT junction_reserve($1, $2, $3, $4, $5) AS amount',
+        [accountId, id, money(upperBound), expiresAt, now],
+      )
+      const amount = rows[0]?.amount
+      return amount == null ? null : { id, accountId, amount: toMoney(amount), expiresAt }
+    },
+    async renew(ref, now, ttlMs) {
+      const { rowCount } = await query(
+        'UPDATE reservations SET expires_at = $3 WHERE account_id = $1 AND id = $2 AND expires_at > $4',
+        [ref.accountId, ref.id, now + ttlMs, now],
+      )
+      return (rowCount ?? 0) > 0
+    },
+    async settle(ref, r) {
+      if (r.accountId !== ref.accountId) {
+        throw new Error(`generation ${r.generationId} settled against another account's reservation`)
+      }
+      // One statement, so one transaction: the record, the charge and the dropped hold commit together.
+      // A repeated generation id inserts nothing, and then nothing else happens either.
+      try {
+        const { rows } = await query<{ inserted: number }>(
+          `WITH ins AS (
+             INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
+               generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
+               upstream_cost, discount_ppm, discount, cost)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+             ON CONFLICT (generation_id) DO NOTHING RETURNING account_id),
+           del AS (
+             DELETE FROM reservations WHERE account_id = $2 AND id = $18 AND EXISTS (SELECT 1 FROM ins)),
+           upd AS (
+             UPDATE ledger SET usage = usage + $17::numeric WHERE account_id = $2 AND EXISTS (SELECT 1 FROM ins))
+           SELECT count(*)::int AS inserted FROM ins`,
+          [
+            r.generationId,
+            r.accountId,
+            r.api,
+            r.model,
+            r.provider,
+            r.createdAt,
+            r.generationTimeMs,
+            r.latencyMs,
+            r.streamed,
+            r.finishReason,
+            r.cancelled,
+            r.costSource,
+            JSON.stringify(r.usage),
+            money(r.upstreamCost),
+            r.discountPpm,
+            money(r.discount),
+            money(r.cost),
+            ref.id,
+          ],
+        )
+        return rows[0]!.inserted === 1
+      } catch (err) {
+        if (isUnknownAccount(err)) throw new Error(`unknown account ${ref.accountId}`, { cause: err })
+        throw err
+      }
+    },
+    async release(ref) {
+      await query('DELETE FROM reservations WHERE account_id = $1 AND id = $2', [ref.accountId, ref.id])
+    },
+  }
+}
+
+interface GenerationRow {
+  generation_id: string
+  account_id: string
+  api: string
+  model: string
+  provider: string
+  created_at: string
+  generation_time_ms: string
+  latency_ms: string
+  streamed: boolean
+  finish_reason: string | null
+  cancelled: boolean
+  cost_source: GenerationRecord['costSource']
+  usage: GenerationRecord['usage']
+  upstream_cost: string
+  discount_ppm: number
+  discount: string
+  cost: string
+}
+
+const toRecord = (r: GenerationRow): GenerationRecord => ({
+  generationId: r.generation_id,
+  accountId: r.account_id,
+  api: r.api,
+  model: r.model,
+  provider: r.provider,
+  createdAt: Number(r.created_at),
+  generationTimeMs: Number(r.generation_time_ms),
+  latencyMs: Number(r.latency_ms),
+  streamed: r.streamed,
+  finishReason: r.finish_reason,
+  cancelled: r.cancelled,
+  costSource: r.cost_source,
+  usage: r.usage,
+  upstreamCost: toMoney(r.upstream_cost),
+  discountPpm: r.discount_ppm,
+  discount: toMoney(r.discount),
+  cost: toMoney(r.cost),
+})
+
+function createGenerations(query: Query): GenerationStore {
+  return {
+    async get(generationId) {
+      const { rows } = await query<GenerationRow>('SELECT * FROM generations WHERE generation_id = $1', [
+        generationId,
+      ])
+      return rows[0] ? toRecord(rows[0]) : null
+    },
+    async listByAccount(accountId, { limit, before }) {
+      // The cursor is the last generation id of the previous page; an unknown one matches no seq.
+      const { rows } =
+        before === undefined
+          ? await query<GenerationRow>(
+              'SELECT * FROM generations WHERE account_id = $1 ORDER BY seq DESC LIMIT $2',
+              [accountId, limit + 1],
+            )
+          : await query<GenerationRow>(
+              `SELECT * FROM generations WHERE account_id = $1
+                 AND seq < (SELECT seq FROM generations WHERE account_id = $1 AND generation_id = $3)
+               ORDER BY seq DESC LIMIT $2`,
+              [accountId, limit + 1, before],
+            )
+      const data = rows.slice(0, limit).map(toRecord)
+      const more = rows.length > limit && data.length > 0
+      return { data, nextCursor: more ? data.at(-1)!.generationId : null }
+    },
+  }
+}
+
+interface FileRow {
+  id: string
+  account_id: string
+  bytes: string
+  created_at: string
+  filename: string
+  purpose: FilePurpose
+  content_type: string
+  storage_key: string
+}
+
+const FILE_COLUMNS = 'id, account_id, bytes, created_at, filename, purpose, content_type, storage_key'
+
+const toFile = (r: FileRow): StoredFile => ({
+  id: r.id,
+  accountId: r.account_id,
+  bytes: Number(r.bytes),
+  createdAt: Number(r.created_at),
+  filename: r.filename,
+  purpose: r.purpose,
+  contentType: r.content_type,
+  storageKey: r.storage_key,
+})
+
+function createFiles(query: Query, transaction: Transaction): FileStore {
+  return {
+    async reserve(accountId, quota, now, ttlMs) {
+      return transaction(async (q) => {
+        // The upsert locks the account's totals row: its quota checks run one at a time.
+        const totals = await q<{ files: number; bytes: string }>(
+          `INSERT INTO file_accounts (account_id) VALUES ($1)
+           ON CONFLICT (account_id) DO UPDATE SET account_id = excluded.account_id RETURNING files, bytes`,
+          [accountId],
+        )
+        const { files, bytes } = totals.rows[0]!
+        const holds = await q<{ n: number }>(
+          'SELECT count(*)::int AS n FROM file_holds WHERE account_id = $1 AND expires_at > $2',
+          [accountId, now],
+        )
+        if (files + holds.rows[0]!.n >= quota.maxFiles) return { ok: false, reason: 'files' } as const
+        if (Number(bytes) >= quota.maxBytes) return { ok: false, reason: 'bytes' } as const
+        const token = randomUUID()
+        await q('INSERT INTO file_holds (token, account_id, expires_at) VALUES ($1, $2, $3)', [
+          token,
+          accountId,
+          now + ttlMs,
+        ])
+        return { ok: true, token, bytesLeft: quota.maxBytes - Number(bytes) } as const
+      })
+    },
+    async commit(token, file, quota, now) {
+      return transaction(async (q) => {
+        const hold = await q<{ account_id: string }>('SELECT account_id FROM file_holds WHERE token = $1', [
+          token,
+        ])
+        const owner = hold.rows[0]?.account_id
+        if (owner === undefined) return false
+        if (owner !== file.accountId) throw new Error('file reservation of another account')
+        const totals = await q<{ bytes: string }>(
+          'SELECT bytes FROM file_accounts WHERE account_id = $1 FOR UPDATE',
+          [owner],
+        )
+        // Deleted under the lock: a concurrent commit or release of the same token finds nothing.
+        const dropped = await q<{ expires_at: string }>(
+          'DELETE FROM file_holds WHERE token = $1 RETURNING expires_at',
+          [token],
+        )
+        const expiresAt = dropped.rows[0]?.expires_at
+        if (expiresAt === undefined || Number(expiresAt) <= now) return false
+        if (Number(totals.rows[0]?.bytes ?? 0) + file.bytes > quota.maxBytes) return false
+        await q(
+          `INSERT INTO files (account_id, id, bytes, created_at, filename, purpose, content_type, storage_key)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+          [
+            file.accountId,
+            file.id,
+            file.bytes,
+            file.createdAt,
+            file.filename,
+            file.purpose,
+            file.contentType,
+            file.storageKey,
+          ],
+        )
+        await q('UPDATE file_accounts SET files = files + 1, bytes = bytes + $2 WHERE account_id = $1', [
+          owner,
+          file.bytes,
+        ])
+        return true
+      })
+    },
+    async release(token) {
+      await query('DELETE FROM file_holds WHERE token = $1', [token])
+    },
+    async get(accountId, id) {
+      const { rows } = await query<FileRow>(
+        `SELECT ${FILE_COLUMNS} FROM files WHERE account_id = $1 AND id = $2`,
+        [accountId, id],
+      )
+      return rows[0] ? toFile(rows[0]) : null
+    },
+    async list(accountId, { purpose, order, after, limit }) {
+      const asc = order === 'asc'
+      // `after` must be in the same (filtered) list, as with memory: otherwise the page is empty.
+      const { rows } = await query<FileRow>(
+        `SELECT ${FILE_COLUMNS} FROM files WHERE account_id = $1 AND ($2::text IS NULL OR purpose = $2)
+           AND ($3::text IS NULL OR seq ${asc ? '>' : '<'} (SELECT seq FROM files
+             WHERE account_id = $1 AND id = $3 AND ($2::text IS NULL OR purpose = $2)))
+         ORDER BY seq ${asc ? 'ASC' : 'DESC'} LIMIT $4`,
+        [accountId, purpose ?? null, after ?? null, limit + 1],
+      )
+      return { files: rows.slice(0, limit).map(toFile), hasMore: rows.length > limit }
+    },
+    async delete(accountId, id) {
+      const { rows } = await query<FileRow>(
+        `WITH d AS (DELETE FROM files WHERE account_id = $1 AND id = $2 RETURNING ${FILE_COLUMNS}),
+           u AS (UPDATE file_accounts t SET files = t.files - 1, bytes = t.bytes - d.bytes
+                 FROM d WHERE t.account_id = d.account_id)
+         SELECT * FROM d`,
+        [accountId, id],
+      )
+      return rows[0] ? toFile(rows[0]) : null
+    },
+    async usage(accountId) {
+      const { rows } = await query<{ files: number; bytes: string }>(
+        'SELECT files, bytes FROM file_accounts WHERE account_id = $1',
+        [accountId],
+      )
+      return { files: rows[0]?.files ?? 0, bytes: Number(rows[0]?.bytes ?? 0) }
+    },
+  }
+}
+
+function createRateLimits(query: Query): RateLimitStore {
+  return {
+    async sweep(now) {
+      // Rows a consume holds are skipped (a consume locks several in key order; waiting for them here
+      // could deadlock with it): a skipped row is current again, or goes at the next sweep.
+      await query(
+        `DELETE FROM rate_windows WHERE key IN (
+           SELECT key FROM rate_windows WHERE $1 - start >= 2 * window_ms FOR UPDATE SKIP LOCKED)`,
+        [now],
+      )
+    },
+    async consume(checks, windowMs, now) {
+      if (checks.length === 0) return { allowed: true, decisions: [] }
+      // One round trip: junction_consume (migration 3) locks the windows in key order, rolls them over,
+      // judges every check and counts all or nothing, with the same arithmetic as memory.ts.
+      const { rows } = await query<{ fits: boolean; used: string }>(
+        'SELECT fits, used FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5)',
+        [checks.map((c) => c.key), checks.map((c) => c.amount), checks.map((c) => c.limit), windowMs, now],
+      )
+      const allowed = rows.every((r) => r.fits)
+      const resetAt = now - (now % windowMs) + windowMs
+      return {
+        allowed,
+        decisions: checks.map((check, i): RateDecision => {
+          const used = Number(rows[i]!.used)
+          return {
+            allowed: rows[i]!.fits,
+            limit: check.limit,
+            remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
+            resetAt,
+          }
+        }),
+      }
+    },
+    async adjust(key, delta, windowMs, now) {
+      const start = now - (now % windowMs)
+      // One statement: the ON CONFLICT branch sees the locked row and rolls it like rollWindow.
+      await query(
+        `INSERT INTO rate_windows AS r (key, window_ms, start, current, previous)
+         VALUES ($1, $2, $3, greatest(0, $4::bigint), 0)
+         ON CONFLICT (key) DO UPDATE SET
+           window_ms = $2,
+           start = $3,
+           previous = CASE WHEN r.start = $3 THEN r.previous WHEN $3 - r.start = $2 THEN r.current ELSE 0 END,
+           current = greatest(0, CASE WHEN r.start = $3 THEN r.current ELSE 0 END + $4::bigint)`,
+        [key, windowMs, start, delta],
+      )
+    },
+  }
+}

@@ -1,0 +1,211 @@
+import { once } from 'node:events'
+import { Writable } from 'node:stream'
+import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { usd } from '../../src/billing/money.ts'
+import { GatewayError } from '../../src/errors.ts'
+import { createLogger, type Logger } from '../../src/logger.ts'
+import { createPostgresStore } from '../../src/store/postgres.ts'
+import type { Store } from '../../src/store/types.ts'
+import { accountFixture, generationFixture } from '../contract/store.ts'
+import { useTestDatabase } from '../support/postgres.ts'
+
+// A TCP proxy between the store and PostgreSQL, cut and restored by the test: with the database
+// unreachable every call fails as store_unavailable (never a crash), no half-written state is left,
+// and the same store object serves again once the database is back.
+
+interface Proxy {
+  port: number
+  /** Destroys every connection and stops listening: new connections are refused. */
+  cut(): Promise<void>
+  /** Listens again on the same port. */
+  restore(): Promise<void>
+  /**
+   * Forwards the first client chunk containing `text`, then cuts everything when the database
+   * answers it, before the answer reaches the client: the statement ran, the client never knows.
+   */
+  cutAfter(text: string): Promise<void>
+}
+
+async function startProxy(target: { host: string; port: number }): Promise<Proxy> {
+  const sockets = new Set<Socket>()
+  let trigger: { text: string; fired: () => void } | null = null
+  let server: Server
+  const track = (s: Socket) => {
+    sockets.add(s)
+    s.on('close', () => sockets.delete(s))
+    s.on('error', () => {})
+  }
+  const cut = async () => {
+    for (const s of sockets) s.destroy()
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+  const listen = async (port: number) => {
+    server = createServer((client) => {
+      const upstream = connect(target)
+      track(client)
+      track(upstream)
+      // Armed by cutAfter: the database got the statement; its answer is dropped and everything cut.
+      let dropAnswer: (() => void) | null = null
+      client.on('data', (chunk: Buffer) => {
+        upstream.write(chunk)
+        if (trigger && chunk.includes(trigger.text)) {
+          dropAnswer = trigger.fired
+          trigger = null
+        }
+      })
+      upstream.on('data', (chunk: Buffer) => {
+        if (!dropAnswer) return void client.write(chunk)
+        void cut().then(dropAnswer)
+      })
+      client.on('close', () => upstream.destroy())
+      upstream.on('close', () => client.destroy())
+    })
+    server.listen(port, '127.0.0.1')
+    await once(server, 'listening')
+    return (server.address() as AddressInfo).port
+  }
+  const port = await listen(0)
+  return {
+    port,
+    cut,
+    restore: async () => {
+      await listen(port)
+    },
+    cutAfter: (text) =>
+      new Promise<void>((resolve) => {
+        trigger = { text, fired: resolve }
+      }),
+  }
+}
+
+/** A logger, and a promise resolved when it logs `msg`. */
+function watchLog(msg: string): { log: Logger; logged: Promise<void> } {
+  let seen!: () => void
+  const logged = new Promise<void>((resolve) => (seen = resolve))
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      if (chunk.toString().includes(`"msg":"${msg}"`)) seen()
+      done()
+    },
+  })
+  return { log: createLogger('warn', sink), logged }
+}
+
+const unavailable = expect.objectContaining({ name: 'GatewayError', code: 'store_unavailable', status: 503 })
+
+const database = useTestDatabase()
+
+async function setup(log?: Logger): Promise<{ proxy: Proxy; store: Store; id: string }> {
+  const { url } = await database()
+  const direct = new URL(url)
+  const proxy = await startProxy({ host: direct.hostname, port: Number(direct.port || 5432) })
+  const viaProxy = new URL(url)
+  viaProxy.hostname = '127.0.0.1'
+  viaProxy.port = String(proxy.port)
+  const store = await createPostgresStore(viaProxy.toString(), { poolSize: 4, log })
+  onTestFinished(async () => {
+    await store.close()
+    await proxy.cut()
+  })
+  const id = `acct-${crypto.randomUUID()}`
+  await store.accounts.create(accountFixture(id), usd(1))
+  return { proxy, store, id }
+}
+
+/** usage must equal the sum of the account's records, whatever a cut left behind. */
+async function expectConsistent(store: Store, id: string) {
+  const { data } = await store.generations.listByAccount(id, { limit: 100 })
+  const credits = await store.ledger.credits(id, 0)
+  expect(credits.totalUsage).toBe(data.reduce((sum, r) => sum + r.cost, 0n))
+  return { credits, records: data }
+}
+
+describe('postgres outage', () => {
+  it('refuses every call as store_unavailable while cut, and serves again by itself once restored', async () => {
+    // The pool's idle connection dies with the cut: handled and logged, never a crash of the process.
+    const { log, logged } = watchLog('postgres connection lost')
+    const { proxy, store, id } = await setup(log)
+    const held = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000))!
+    await proxy.cut()
+    await logged
+
+    const record = generationFixture(`gen-${crypto.randomUUID()}`, id, { cost: usd('0.1') })
+    await expect(store.ping()).rejects.toEqual(unavailable)
+    await expect(store.ping()).rejects.toBeInstanceOf(GatewayError)
+    await expect(store.ledger.reserve(id, 'g2', usd('0.1'), 0, 60_000)).rejects.toEqual(unavailable)
+    await expect(store.ledger.settle(held, record)).rejects.toEqual(unavailable)
+    await expect(store.accounts.get(id)).rejects.toEqual(unavailable)
+    await expect(store.rateLimits.consume([{ key: id, amount: 1, limit: 3 }], 60_000, 0)).rejects.toEqual(
+      unavailable,
+    )
+
+    await proxy.restore()
+    await store.ping()
+    // Nothing of the refused calls was written: only the hold from before the cut.
+    const { credits, records } = await expectConsistent(store, id)
+    expect(credits).toEqual({ totalCredits: usd(1), totalUsage: 0n, reserved: usd('0.5') })
+    expect(records).toEqual([])
+    // And the same store object works again.
+    expect(await store.ledger.settle(held, record)).toBe(true)
+    expect(await store.ledger.credits(id, 0)).toEqual({
+      totalCredits: usd(1),
+      totalUsage: usd('0.1'),
+      reserved: 0n,
+    })
+  })
+
+  it('an upload hold cut mid-transaction holds nothing', async () => {
+    const { proxy, store, id } = await setup()
+    const quota = { maxFiles: 1, maxBytes: 1000 }
+    // The totals row was locked and the hold inserted on the database; the COMMIT is never sent.
+    const cutting = proxy.cutAfter('INSERT INTO file_holds')
+    await expect(store.files.reserve(id, quota, 0, 60_000)).rejects.toEqual(unavailable)
+    await cutting
+    await proxy.restore()
+    // Rolled back, and the lock went with the dead connection: the one slot is free, once.
+    expect((await store.files.reserve(id, quota, 1, 60_000)).ok).toBe(true)
+    expect(await store.files.reserve(id, quota, 2, 60_000)).toEqual({ ok: false, reason: 'files' })
+  })
+
+  it('a rate-limit check is refused while cut and counts once restored', async () => {
+    const { proxy, store } = await setup()
+    const checks = [{ key: `rpm-${crypto.randomUUID()}`, amount: 1, limit: 1 }]
+    await proxy.cut()
+    await expect(store.rateLimits.consume(checks, 60_000, 0)).rejects.toEqual(unavailable)
+    await expect(store.rateLimits.adjust(checks[0]!.key, 1, 60_000, 0)).rejects.toEqual(unavailable)
+    await proxy.restore()
+    expect((await store.rateLimits.consume(checks, 60_000, 1)).allowed).toBe(true)
+    expect((await store.rateLimits.consume(checks, 60_000, 2)).allowed).toBe(false)
+  })
+
+  it('a hold whose answer was lost frees its credits at its expiry', async () => {
+    const { proxy, store, id } = await setup()
+    const cutting = proxy.cutAfter('junction_reserve')
+    await expect(store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000)).rejects.toEqual(unavailable)
+    await cutting
+    await proxy.restore()
+    // One statement: it committed, and nobody will settle or release it; the TTL frees it.
+    expect((await store.ledger.credits(id, 59_999)).reserved).toBe(usd('0.5'))
+    expect((await store.ledger.credits(id, 60_000)).reserved).toBe(0n)
+    expect((await store.ledger.reserve(id, 'g2', usd(2), 60_000, 60_000))?.amount).toBe(usd(1))
+  })
+
+  it('a settle whose answer was lost is charged once with its record, and settling again changes nothing', async () => {
+    const { proxy, store, id } = await setup()
+    const held = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000))!
+    const record = generationFixture(`gen-${crypto.randomUUID()}`, id, { cost: usd('0.3') })
+    // One statement, committed by the database; the answer is lost on the way back.
+    const cutting = proxy.cutAfter('INSERT INTO generations')
+    await expect(store.ledger.settle(held, record)).rejects.toEqual(unavailable)
+    await cutting
+    await proxy.restore()
+    const before = await expectConsistent(store, id)
+    expect(before.records).toEqual([record])
+    // The caller retries: the generation id makes it a no-op, never a second charge.
+    expect(await store.ledger.settle(held, record)).toBe(false)
+    const { credits, records } = await expectConsistent(store, id)
+    expect(records).toEqual([record])
+    expect(credits).toEqual({ totalCredits: usd(1), totalUsage: usd('0.3'), reserved: 0n })
+  })
+})
