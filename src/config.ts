@@ -58,6 +58,8 @@ export interface DatabaseConfig {
   backend: DatabaseBackend
   /** Generation records older than this are deleted by housekeeping; usage totals stay. Kept forever when unset. */
   retentionDays?: number
+  /** PostgreSQL: connections per gateway process. */
+  poolSize?: number
 }
 
 /** The embedded default: next to the default files directory, whatever files.dir says. */
@@ -332,6 +334,7 @@ const fileSchema = z
       .object({
         url: z.string().min(1).optional(),
         retentionDays: z.number().positive().max(1_000_000).optional(),
+        poolSize: z.number().int().min(1).max(1000).optional(),
       })
       .strict()
       .default({}),
@@ -474,6 +477,7 @@ export function loadConfig(
             ? parseDatabaseUrl(file.database.url, 'database.url')
             : { kind: 'sqlite', path: DEFAULT_DATABASE_PATH },
       retentionDays: file.database.retentionDays,
+      poolSize: file.database.poolSize,
     },
   }
 }

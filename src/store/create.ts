@@ -7,11 +7,6 @@ import type { Store } from './types.ts'
 
 // Builds the store the configuration names, and says at start which backend holds the state.
 
-/** The PostgreSQL backend's module, loaded only when configured (it opens a connection pool). */
-interface PostgresModule {
-  createPostgresStore(url: string, options: { log: Logger; retentionDays?: number }): Promise<Store> | Store
-}
-
 /** A database URL without its password, for logs. */
 export function redactUrl(url: string): string {
   try {
@@ -36,7 +31,7 @@ export function describeBackend(backend: DatabaseBackend): { backend: string; lo
 }
 
 export async function createStore(database: DatabaseConfig, { log }: { log: Logger }): Promise<Store> {
-  const { backend, retentionDays } = database
+  const { backend, retentionDays, poolSize } = database
   const where = describeBackend(backend)
   if (backend.kind === 'memory') {
     log.warn(where, 'state store: memory (balances, keys and records are lost at exit)')
@@ -44,8 +39,7 @@ export async function createStore(database: DatabaseConfig, { log }: { log: Logg
   }
   log.info(where, `state store: ${where.backend}`)
   if (backend.kind === 'sqlite') return createSqliteStore(backend.path, { retentionDays })
-  // A variable specifier: this file compiles whether or not the PostgreSQL backend is present.
-  const specifier = './postgres.ts'
-  const pg = (await import(specifier)) as PostgresModule
-  return pg.createPostgresStore(backend.url, { log, retentionDays })
+  // Loaded only when configured: the SQLite default never loads the PostgreSQL client.
+  const { createPostgresStore } = await import('./postgres.ts')
+  return createPostgresStore(backend.url, { log, retentionDays, poolSize })
 }

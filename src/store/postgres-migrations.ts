@@ -194,4 +194,17 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 4,
+    // What the config file said about each account at the last start (deps.ts seedAccounts), and an
+    // index for the retention sweep.
+    name: 'applied config snapshots; generations by time',
+    sql: `
+      CREATE TABLE config_applied (
+        account_id text PRIMARY KEY,
+        snapshot text NOT NULL
+      );
+      CREATE INDEX generations_created ON generations (created_at);
+    `,
+  },
 ]

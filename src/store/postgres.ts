@@ -36,6 +36,8 @@ export interface PostgresStoreOptions {
   log?: Logger
   /** Connections per gateway process (default 10). */
   poolSize?: number
+  /** Generation records older than this are deleted by `sweep` (the ledger's totals stay). */
+  retentionDays?: number
 }
 
 type Query = <R extends QueryResultRow>(text: string, values?: unknown[]) => Promise<QueryResult<R>>
@@ -145,6 +147,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
   }
 
   const rateLimits = createRateLimits(query)
+  const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000
   return {
     accounts: createAccounts(query),
     ledger: createLedger(query),
@@ -154,10 +157,28 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     async ping() {
       await query('SELECT 1')
     },
+    appliedConfig: {
+      async get(accountId) {
+        const { rows } = await query<{ snapshot: string }>(
+          'SELECT snapshot FROM config_applied WHERE account_id = $1',
+          [accountId],
+        )
+        return rows[0]?.snapshot ?? null
+      },
+      async set(accountId, snapshot) {
+        await query(
+          `INSERT INTO config_applied (account_id, snapshot) VALUES ($1, $2)
+           ON CONFLICT (account_id) DO UPDATE SET snapshot = excluded.snapshot`,
+          [accountId, snapshot],
+        )
+      },
+    },
     async sweep(now) {
       await query('DELETE FROM reservations WHERE expires_at <= $1', [now])
       await query('DELETE FROM file_holds WHERE expires_at <= $1', [now])
       await rateLimits.sweep(now)
+      if (retentionMs !== undefined)
+        await query('DELETE FROM generations WHERE created_at < $1', [now - retentionMs])
     },
     async close() {
       await pool.end()

@@ -5,7 +5,6 @@ import { DatabaseSync } from 'node:sqlite'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
 import { GatewayError } from '../../../src/errors.ts'
-import { createMemoryStore } from '../../../src/store/memory.ts'
 import { createSqliteStore, type SqliteStoreOptions } from '../../../src/store/sqlite.ts'
 import type { Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
@@ -130,26 +129,5 @@ describe('SQLite store', () => {
         generationFixture('gen', 'acct', { cost: 1n }),
       ),
     ).toBe(true)
-  })
-})
-
-describe.each([
-  ['memory', (days: number) => createMemoryStore({ retentionDays: days })],
-  ['sqlite', (days: number) => createSqliteStore(freshPath(), { retentionDays: days })],
-] as const)('retention (%s)', (_name, make) => {
-  it('sweep deletes records older than retentionDays; the usage total stays', async () => {
-    const store = make(1)
-    onTestFinished(() => store.close())
-    await store.accounts.create(accountFixture('acct'), usd(1))
-    const day = 86_400_000
-    const old = generationFixture('old', 'acct', { createdAt: 0, cost: 5n })
-    const recent = generationFixture('recent', 'acct', { createdAt: day, cost: 7n })
-    await store.ledger.settle({ id: 'a', accountId: 'acct' }, old)
-    await store.ledger.settle({ id: 'b', accountId: 'acct' }, recent)
-    await store.sweep(day + 1)
-    expect(await store.generations.get('old')).toBeNull()
-    expect(await store.generations.get('recent')).toEqual(recent)
-    expect((await store.generations.listByAccount('acct', { limit: 10 })).data).toEqual([recent])
-    expect((await store.ledger.credits('acct', 0)).totalUsage).toBe(12n)
   })
 })
