@@ -16,7 +16,7 @@ import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers
 import type { Candidate, Router } from '../routing/router.ts'
 import type { Account } from '../store/types.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
-import { beginGeneration, type Generation, type GenerationDeps } from './generation.ts'
+import { beginGeneration, type Generation, type GenerationDeps, type Outcome } from './generation.ts'
 
 // A chat request's life from a parsed request to an answer: resolve the model to its candidate
 // deployments, inline file references, admit (429/402), call the deployments in order until one
@@ -101,7 +101,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
         'upstream answered past the output limit it was sent',
       )
     }
-    await generation.finish({
+    await generation.finishBeforeDelivery({
       deployment: candidate.deployment,
       usage: completion.usage,
       produced: true,
@@ -268,10 +268,16 @@ async function* relayChunks(
       if (send) yield chunk
       next = await chunks.next()
     }
+    // The answer is complete: charged before [DONE] leaves, or it ends with an error event instead.
+    await ctx.generation.finishBeforeDelivery(outcome())
   } finally {
     // Leaving early (client gone, an error) must release the upstream too.
     if (!next.done) await chunks.return?.().catch(() => undefined)
-    await ctx.generation.finish({
+    await ctx.generation.finish(outcome())
+  }
+
+  function outcome(): Outcome {
+    return {
       deployment: ctx.candidate.deployment,
       usage,
       produced,
@@ -281,7 +287,7 @@ async function* relayChunks(
         promptTokens: await ctx.promptTokens(),
         completionTokens: await tally.total(),
       }),
-    })
+    }
   }
 }
 

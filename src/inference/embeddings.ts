@@ -58,7 +58,7 @@ export async function createEmbeddings(
     return embed(req, call)
   })
   generation.firstByte()
-  await generation.finish({
+  await generation.finishBeforeDelivery({
     deployment: candidate.deployment,
     usage: {
       prompt_tokens: result.usage.prompt_tokens,

@@ -9,6 +9,7 @@ import {
   type MeteringDeps,
 } from '../billing/metering.ts'
 import type { BillableUsage } from '../billing/prices.ts'
+import { GatewayError } from '../errors.ts'
 import type { Usage } from '../providers/types.ts'
 import type { Deployment, ServedModel } from '../routing/model-table.ts'
 import type { Account, GenerationRecord, GenerationUsage } from '../store/types.ts'
@@ -57,6 +58,11 @@ export interface Generation {
   firstByte(): void
   /** Records and settles once (later calls return the first result). Never throws. */
   finish(outcome: Outcome): Promise<GenerationRecord | null>
+  /**
+   * Like `finish`, for an answer about to be delivered: throws 503 `store_unavailable` when its charge
+   * could not be committed, so that no answer leaves without its charge (the record is in the log).
+   */
+  finishBeforeDelivery(outcome: Outcome): Promise<GenerationRecord | null>
 }
 
 /**
@@ -79,6 +85,8 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
 
   let firstByteAt: number | undefined
   let finished: Promise<GenerationRecord | null> | undefined
+  /** False once a charge could not be committed (logged with its record for replay). */
+  let charged = true
 
   async function end(o: Outcome): Promise<GenerationRecord | null> {
     stopRenewing()
@@ -125,11 +133,16 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       billable,
       discountPpm: admission.discountPpm,
     })
-    await settle(deps, { reservation, record, tokenEstimate: admission.tokenEstimate, now: endedAt })
+    charged = await settle(deps, {
+      reservation,
+      record,
+      tokenEstimate: admission.tokenEstimate,
+      now: endedAt,
+    })
     return record
   }
 
-  return {
+  const generation: Generation = {
     id: b.generationId,
     headers: admission.headers,
     firstByte() {
@@ -138,10 +151,22 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     finish(outcome) {
       finished ??= end(outcome).catch((err: unknown) => {
         stopRenewing()
+        charged = false
         deps.log.error({ err, generationId: b.generationId }, 'could not record or settle a generation')
         return null
       })
       return finished
     },
+    async finishBeforeDelivery(outcome) {
+      const record = await generation.finish(outcome)
+      if (!charged) {
+        throw new GatewayError(
+          'store_unavailable',
+          'the answer could not be billed, so it was not delivered; retry',
+        )
+      }
+      return record
+    },
   }
+  return generation
 }
