@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { z } from 'zod'
 import { discountRateSchema as rate } from './schemas/billing.ts'
 import { formatPath } from './errors.ts'
-import type { ProviderKind, UpstreamConfig } from './providers/types.ts'
+import type { ProviderKind, RetryPolicy, UpstreamConfig } from './providers/types.ts'
 import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
 import { compilePrice, type PriceTable } from './billing/prices.ts'
 import { toPpm, usd, type Money } from './billing/money.ts'
@@ -23,6 +23,8 @@ export interface DeploymentConfig {
   pricing?: PriceTable
   /** Share of round-robin traffic (routing); 1 unless configured. */
   weight: number
+  /** Quality score 0–100 for `primary_factor: quality` and `preference: quality`; the model's when unset. */
+  quality?: number
 }
 
 /** A model of the config file, validated; the model table (routing/model-table.ts) merges it with the catalogue. */
@@ -31,7 +33,35 @@ export interface ModelConfig {
   type: ModelType
   /** Most output tokens one answer can have: the reservation's bound when the client sets none. */
   maxOutputTokens?: number
+  /** Quality score 0–100 (routing); deployments without their own take it. */
+  quality?: number
+  /** How its deployments are ordered when a request does not say (`priority` by default). */
+  routing?: 'priority' | 'round_robin' | 'least_latency'
   deployments: DeploymentConfig[]
+}
+
+/** Retries, circuit breaking and latency tracking (routing/health.ts, inference/attempts.ts). */
+export interface RoutingConfig {
+  /** Most upstream calls one request makes, over every deployment and fallback. */
+  maxAttempts: number
+  /** No new attempt starts once this long has passed since the request's first attempt. */
+  budgetMs: number
+  /** A 429's Retry-After is waited out on the same deployment only up to this; longer moves on. */
+  maxRetryAfterMs: number
+  /** Defaults for every provider; a provider's own `retry` overrides them. */
+  retry: RetryPolicy
+  breaker: {
+    /** Consecutive failures that take a deployment out of rotation. */
+    failureThreshold: number
+    /** How long it stays out before one probe request is let through. */
+    cooldownMs: number
+  }
+  latency: {
+    /** Weight of the newest time-to-first-byte in the moving average (0–1). */
+    alpha: number
+    /** A measurement older than this no longer counts: the deployment is measured again. */
+    staleMs: number
+  }
 }
 
 export interface AccountKeyConfig {
@@ -133,6 +163,7 @@ export interface Config {
     maxInlineBytesPerRequest: number
   }
   database: DatabaseConfig
+  routing: RoutingConfig
 }
 
 export const DEV_KEY = 'sk-dev'
@@ -163,6 +194,37 @@ const timeoutsSchema = z
 
 const MiB = 1024 * 1024
 
+const retrySchema = z
+  .object({
+    attemptsPerDeployment: z.number().int().min(1).max(10).optional(),
+    backoffMs: z.number().int().min(0).max(60_000).optional(),
+    maxBackoffMs: z.number().int().min(0).max(600_000).optional(),
+  })
+  .strict()
+
+const routingSchema = z
+  .object({
+    maxAttempts: z.number().int().min(1).max(20).default(4),
+    budgetMs: timeoutMs.default(60_000),
+    maxRetryAfterMs: z.number().int().min(0).max(600_000).default(10_000),
+    retry: retrySchema.default({}),
+    breaker: z
+      .object({
+        failureThreshold: z.number().int().min(1).max(1000).default(5),
+        cooldownMs: timeoutMs.default(30_000),
+      })
+      .strict()
+      .prefault({}),
+    latency: z
+      .object({
+        alpha: z.number().gt(0).max(1).default(0.3),
+        staleMs: timeoutMs.default(300_000),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict()
+
 const providerSchema = z
   .object({
     kind: z.enum(['openai-compat', 'anthropic', 'gemini', 'mock']),
@@ -187,6 +249,8 @@ const providerSchema = z
     maxConnections: z.number().int().positive().max(10_000).default(1024),
     latencyMs: z.number().int().min(0).max(600_000).default(0),
     outputLimitField: z.enum(['max_completion_tokens', 'max_tokens']).optional(),
+    /** Overrides `routing.retry` for this provider's deployments. */
+    retry: retrySchema.optional(),
   })
   .strict()
 
@@ -221,6 +285,7 @@ const deploymentSchema = z
     upstreamModel: z.string().min(1).optional(),
     pricing: priceSchema.optional(),
     weight: z.number().int().min(1).max(1000).default(1),
+    quality: z.number().min(0).max(100).optional(),
   })
   .strict()
 
@@ -233,6 +298,8 @@ const modelSchema = z
     /** Replaces the catalogue's price table for this slug. */
     pricing: priceSchema.optional(),
     maxOutputTokens: z.number().int().positive().optional(),
+    quality: z.number().min(0).max(100).optional(),
+    routing: z.enum(['priority', 'round_robin', 'least_latency']).optional(),
     /** Several providers serving the slug, in priority order (instead of provider/upstreamModel/pricing). */
     deployments: z.array(deploymentSchema).min(1).max(32).optional(),
   })
@@ -338,6 +405,7 @@ const fileSchema = z
       })
       .strict()
       .default({}),
+    routing: routingSchema.prefault({}),
   })
   .strict()
 
@@ -405,7 +473,8 @@ export function loadConfig(
   }
 
   const nodeEnv = e.NODE_ENV === 'production' ? 'production' : e.NODE_ENV === 'test' ? 'test' : 'development'
-  const providers = resolveProviders(file, env, e.MOCK_LATENCY_MS)
+  const routing = resolveRouting(file.routing)
+  const providers = resolveProviders(file, env, e.MOCK_LATENCY_MS, routing.retry)
   const models = resolveModels(file, providers)
 
   const accounts: AccountConfig[] = file.accounts.map((a) => ({
@@ -479,6 +548,23 @@ export function loadConfig(
       retentionDays: file.database.retentionDays,
       poolSize: file.database.poolSize,
     },
+    routing,
+  }
+}
+
+function resolveRouting(r: FileConfig['routing']): RoutingConfig {
+  const backoffMs = r.retry.backoffMs ?? 250
+  return {
+    maxAttempts: r.maxAttempts,
+    budgetMs: r.budgetMs,
+    maxRetryAfterMs: r.maxRetryAfterMs,
+    retry: {
+      attemptsPerDeployment: r.retry.attemptsPerDeployment ?? 2,
+      backoffMs,
+      maxBackoffMs: Math.max(backoffMs, r.retry.maxBackoffMs ?? 4_000),
+    },
+    breaker: r.breaker,
+    latency: r.latency,
   }
 }
 
@@ -486,6 +572,7 @@ function resolveProviders(
   file: FileConfig,
   env: Record<string, string | undefined>,
   mockLatencyMs: number | undefined,
+  retry: RetryPolicy,
 ): Config['providers'] {
   const out: Config['providers'] = {}
   const add = (name: string, p: z.infer<typeof providerSchema>, preset?: BuiltinProvider): void => {
@@ -510,6 +597,14 @@ function resolveProviders(
       maxConnections: p.maxConnections,
       latencyMs: p.kind === 'mock' ? (mockLatencyMs ?? p.latencyMs) : 0,
       outputLimitField: p.outputLimitField ?? preset?.outputLimitField ?? 'max_tokens',
+      retry: {
+        attemptsPerDeployment: p.retry?.attemptsPerDeployment ?? retry.attemptsPerDeployment,
+        backoffMs: p.retry?.backoffMs ?? retry.backoffMs,
+        maxBackoffMs: Math.max(
+          p.retry?.backoffMs ?? retry.backoffMs,
+          p.retry?.maxBackoffMs ?? retry.maxBackoffMs,
+        ),
+      },
     }
   }
 
@@ -549,6 +644,13 @@ function resolveModels(file: FileConfig, providers: Config['providers']): ModelC
         throw new ConfigError(`${path}: unknown or disabled provider "${d.provider}"`)
       }
     })
-    return { slug: m.slug, type: m.type, maxOutputTokens: m.maxOutputTokens, deployments }
+    return {
+      slug: m.slug,
+      type: m.type,
+      maxOutputTokens: m.maxOutputTokens,
+      quality: m.quality,
+      routing: m.routing,
+      deployments,
+    }
   })
 }

@@ -5,6 +5,7 @@ import { createLogger } from './logger.ts'
 import { createProviderRegistry, type ProviderRegistry } from './providers/registry.ts'
 import { buildModelTable, type ModelTable } from './routing/model-table.ts'
 import { createRouter, type Router } from './routing/router.ts'
+import { createHealth, type Health } from './routing/health.ts'
 import { createLocalFileStorage } from './files/local-storage.ts'
 import type { FileStorage } from './files/storage.ts'
 import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
@@ -29,6 +30,8 @@ export interface Deps {
   providers: ProviderRegistry
   models: ModelTable
   router: Router
+  /** Circuit breakers and latency averages of this process's deployments. */
+  health: Health
   /** Bytes of uploaded files; their metadata is in store.files. */
   fileStorage: FileStorage
   /** Counts tokens for usage estimates. */
@@ -108,7 +111,8 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   await seedAccounts(config, store, now())
   const providers = createProviderRegistry(config, { now })
   const models = buildModelTable(config)
-  const router = createRouter(models, providers)
+  const health = createHealth(config.routing, now)
+  const router = createRouter(models, providers, health)
   for (const m of models.list()) {
     for (const d of m.deployments) {
       if (!d.priced) {
@@ -131,6 +135,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     providers,
     models,
     router,
+    health,
     fileStorage: overrides.fileStorage ?? createLocalFileStorage(config.files.dir, { now }),
     countTokens: overrides.countTokens ?? countTokens,
     stats: createMeteringStats(),

@@ -22,5 +22,15 @@ export function toGenerationBody(r: GenerationRecord) {
     finishReason: r.finishReason,
     cancelled: r.cancelled,
     cost_source: r.costSource,
+    /** Every upstream call made for it (retries, fallbacks), the answering one last. */
+    attempts: (r.attempts ?? []).map((a) => ({
+      provider: a.provider,
+      deployment: a.deployment,
+      model: a.model,
+      status: a.status,
+      outcome: a.outcome,
+      startedAt: new Date(a.startedAt).toISOString(),
+      durationMs: a.durationMs,
+    })),
   }
 }

@@ -1,10 +1,11 @@
 import type { Logger } from 'pino'
-import type { Config } from '../config.ts'
+import type { Config, ModelType } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import type { Usage } from '../providers/types.ts'
-import type { Deployment, ServedModel } from '../routing/model-table.ts'
+import type { Deployment } from '../routing/model-table.ts'
 import type {
   Account,
+  AttemptRecord,
   CostSource,
   GenerationRecord,
   GenerationUsage,
@@ -51,6 +52,8 @@ export interface AdmitRequest {
   generationId: string
   /** Upper bound of the request's upstream cost before discount (see `costBound`). */
   costBound: Money
+  /** Discount applied to the hold; the account's for `slug` when absent. */
+  discountPpm?: number
   /** What the tokens-per-minute limit counts before the answer is known. */
   tokenEstimate: number
   /** How long the reservation holds without renewal. */
@@ -98,7 +101,7 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
     }
     headers = rateHeaders(decisions[0] as RateDecision, r.now)
   }
-  const discountPpm = discountFor(r.account, r.slug)
+  const discountPpm = r.discountPpm ?? discountFor(r.account, r.slug)
   const reservation = await store.ledger.reserve(
     r.account.id,
     r.generationId,
@@ -114,12 +117,17 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
  * The most a chat or embeddings request can cost before discount, whichever deployment answers:
  * every prompt and output token at that deployment's dearest price, the dearest deployment.
  */
-export function costBound(model: ServedModel, promptTokens: number, outputTokens: number): Money {
+export function costBound(
+  type: ModelType,
+  deployments: readonly Deployment[],
+  promptTokens: number,
+  outputTokens: number,
+): Money {
   let bound = 0n
-  for (const d of model.deployments) {
+  for (const d of deployments) {
     const p = d.price
     const b =
-      model.type === 'embedding'
+      type === 'embedding'
         ? BigInt(promptTokens) * p.embedding
         : BigInt(promptTokens) * max(p.prompt, p.cacheWrite, p.cachedPrompt, p.audioPrompt) +
           BigInt(outputTokens) * max(p.completion, p.reasoning, p.audioCompletion)
@@ -146,6 +154,8 @@ export interface RecordInput {
   usage: GenerationUsage
   billable: BillableUsage
   discountPpm: number
+  /** The upstream calls made, in order. */
+  attempts?: AttemptRecord[]
 }
 
 /** The generation record of a finished request, priced at the deployment that answered. Pure. */
@@ -170,6 +180,7 @@ export function buildRecord(i: RecordInput): GenerationRecord {
     discountPpm: i.discountPpm,
     discount,
     cost: upstreamCost - discount,
+    ...(i.attempts && i.attempts.length > 0 ? { attempts: i.attempts } : {}),
   }
 }
 

@@ -13,6 +13,7 @@ import type { FileStorage } from '../files/storage.ts'
 import type { Ids } from '../ids.ts'
 import type { Logger } from '../logger.ts'
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers/types.ts'
+import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
 import type { Account } from '../store/types.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
@@ -25,9 +26,12 @@ import { beginGeneration, type Generation, type GenerationDeps, type Outcome } f
 export interface InferenceDeps extends GenerationDeps {
   config: Config
   router: Router
+  health: Health
   ids: Ids
   fileStorage: FileStorage
   countTokens?: TokenCounter
+  /** Waits between retries of one deployment (tests replace it). */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
 }
 
 export interface ChatInput {
@@ -55,7 +59,13 @@ export type ChatStart =
 export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<ChatStart> {
   const { req, signal, log } = input
   const count = deps.countTokens ?? defaultCount
-  const { model, candidates } = deps.router.route(req.model, 'chat')
+  const route = deps.router.route({
+    slug: req.model,
+    type: 'chat',
+    provider: req.provider,
+    modelRouting: req.model_routing_config,
+  })
+  const { model, candidates } = route
   // The caller's file ids in the messages become the files' content, inline (decisions.md).
   const resolved = await resolveFileReferences(req, {
     accountId: input.account.id,
@@ -70,6 +80,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
   const generation = await beginGeneration(deps, {
     account: input.account,
     model,
+    deployments: candidates.map((c) => c.deployment),
     api: input.api,
     generationId: deps.ids.generation(),
     streamed: req.stream === true,
@@ -86,12 +97,11 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
       : resolved
   const promptTokens = () => count(promptText(req))
 
-  const attempt: AttemptContext = { generation, signal, log, promptTokens }
+  const attempt = attemptContext(deps, generation, signal, log, promptTokens)
   if (!req.stream) {
     const { candidate, value: completion } = await tryCandidates(candidates, attempt, (c, call) =>
       c.provider.adapter.chat(upstreamReq, call),
     )
-    generation.firstByte()
     const completionTokens = completion.usage?.completion_tokens
     if (typeof completionTokens === 'number' && completionTokens > outputBound) {
       // Billed as reported (the upstream charges us for it), and flagged for the operator.
@@ -115,26 +125,25 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     return {
       stream: false,
       generationId: generation.id,
-      headers: generation.headers,
-      completion: { ...completion, id: generation.id, model: model.slug },
+      headers: answerHeaders(generation, candidate),
+      completion: { ...completion, id: generation.id, model: candidate.model.slug },
     }
   }
 
-  // The first chunk is awaited before any header is sent, so a failure before the answer starts
-  // (upstream 429, 500, timeout) is a normal HTTP error with its status, or the next deployment's turn.
-  const { candidate, value: opened } = await tryCandidates(candidates, attempt, async (c, call) => {
-    const it = c.provider.adapter.chatStream(upstreamReq, call)[Symbol.asyncIterator]()
-    return { it, first: await it.next() }
-  })
-  generation.firstByte()
+  // The answer is awaited up to its first chunk with output before any header is sent, so a failure
+  // before the answer starts (upstream 429, 500, timeout, an error event after a 200) is the next
+  // attempt's turn, or a normal HTTP error with its status: the client sees one clean stream.
+  const { candidate, value: opened } = await tryCandidates(candidates, attempt, (c, call) =>
+    openStream(c.provider.adapter.chatStream(upstreamReq, call)[Symbol.asyncIterator]()),
+  )
   return {
     stream: true,
     generationId: generation.id,
-    headers: generation.headers,
-    chunks: relayStream(opened.first, opened.it, {
+    headers: answerHeaders(generation, candidate),
+    chunks: relayStream(opened.first, opened.rest, {
       generation,
       candidate,
-      slug: model.slug,
+      slug: candidate.model.slug,
       includeUsage: req.stream_options?.include_usage === true,
       signal,
       log,
@@ -144,6 +153,83 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
       stats: deps.stats,
     }),
   }
+}
+
+/** The answer's headers: rate limits, and which provider answered after how many calls. */
+export function answerHeaders(generation: Generation, candidate: Candidate): Record<string, string> {
+  return {
+    ...generation.headers,
+    'x-junction-provider': candidate.deployment.provider,
+    'x-junction-deployment': candidate.deployment.id,
+    'x-junction-attempts': String(generation.attempts.length),
+  }
+}
+
+export function attemptContext(
+  deps: InferenceDeps,
+  generation: Generation,
+  signal: AbortSignal,
+  log: Logger,
+  promptTokens: () => Promise<number>,
+): AttemptContext {
+  return {
+    generation,
+    signal,
+    log,
+    promptTokens,
+    health: deps.health,
+    routing: deps.config.routing,
+    now: deps.now,
+    sleep: deps.sleep,
+  }
+}
+
+/** Chunks that come before the first one with output are held, at most this many. */
+const MAX_HELD_CHUNKS = 64
+
+/** True for a chunk the client must not see twice: output, a finish, or usage. */
+function commits(chunk: ChatChunk): boolean {
+  if (chunk.usage) return true
+  for (const c of chunk.choices) {
+    const d = c.delta
+    if (c.finish_reason || d.content || d.refusal || d.reasoning || (d.tool_calls?.length ?? 0) > 0)
+      return true
+  }
+  return false
+}
+
+/**
+ * Reads an upstream stream up to its first chunk with output (or its end), holding the chunks before
+ * it (the role chunk): a failure until then rejects, and the attempt can be retried unseen. The
+ * result replays the held chunks, then the rest.
+ */
+async function openStream(
+  it: AsyncIterator<ChatChunk>,
+): Promise<{ first: IteratorResult<ChatChunk>; rest: AsyncIterator<ChatChunk> }> {
+  const held: IteratorResult<ChatChunk>[] = []
+  try {
+    let next = await it.next()
+    while (!next.done && !commits(next.value) && held.length < MAX_HELD_CHUNKS) {
+      held.push(next)
+      next = await it.next()
+    }
+    held.push(next)
+  } catch (err) {
+    await it.return?.().catch(() => undefined)
+    throw err
+  }
+  const first = held.shift() as IteratorResult<ChatChunk>
+  const rest: AsyncIterator<ChatChunk> = {
+    next: () => {
+      const h = held.shift()
+      return h ? Promise.resolve(h) : it.next()
+    },
+    return: async () => {
+      held.length = 0
+      return (await it.return?.()) ?? { done: true, value: undefined }
+    },
+  }
+  return { first, rest }
 }
 
 interface RelayContext {

@@ -3,7 +3,7 @@ import { GatewayError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { EmbeddingsRequest, EmbeddingsResponse } from '../providers/types.ts'
 import type { Account } from '../store/types.ts'
-import type { InferenceDeps } from './chat.ts'
+import { answerHeaders, attemptContext, type InferenceDeps } from './chat.ts'
 import { tryCandidates } from './attempts.ts'
 import { beginGeneration } from './generation.ts'
 
@@ -30,7 +30,7 @@ export async function createEmbeddings(
 ): Promise<EmbeddingsResult> {
   const { req, signal, log } = input
   const count = deps.countTokens ?? defaultCount
-  const route = deps.router.route(req.model, 'embedding')
+  const route = deps.router.route({ slug: req.model, type: 'embedding' })
   const candidates = route.candidates.filter((c) => c.provider.adapter.embed !== undefined)
   const first = candidates[0]
   if (!first) {
@@ -42,6 +42,7 @@ export async function createEmbeddings(
   const generation = await beginGeneration(deps, {
     account: input.account,
     model: route.model,
+    deployments: candidates.map((c) => c.deployment),
     api: input.api,
     generationId: deps.ids.generation(),
     streamed: false,
@@ -52,12 +53,11 @@ export async function createEmbeddings(
   input.onAdmitted?.(generation.id, generation.headers)
   const estimate = async () => ({ promptTokens: await count(inputText(req)), completionTokens: 0 })
   const promptTokens = async () => (await estimate()).promptTokens
-  const ctx = { generation, signal, log, promptTokens }
+  const ctx = attemptContext(deps, generation, signal, log, promptTokens)
   const { candidate, value: result } = await tryCandidates(candidates, ctx, (c, call) => {
     const embed = c.provider.adapter.embed as NonNullable<typeof c.provider.adapter.embed>
     return embed(req, call)
   })
-  generation.firstByte()
   await generation.finishBeforeDelivery({
     deployment: candidate.deployment,
     usage: {
@@ -72,8 +72,8 @@ export async function createEmbeddings(
   })
   return {
     generationId: generation.id,
-    headers: generation.headers,
-    body: { ...result, model: route.model.slug },
+    headers: answerHeaders(generation, candidate),
+    body: { ...result, model: candidate.model.slug },
   }
 }
 

@@ -2,6 +2,7 @@ import {
   admit,
   buildRecord,
   costBound,
+  discountFor,
   hasUsage,
   normalizeUsage,
   release,
@@ -12,7 +13,7 @@ import type { BillableUsage } from '../billing/prices.ts'
 import { GatewayError } from '../errors.ts'
 import type { Usage } from '../providers/types.ts'
 import type { Deployment, ServedModel } from '../routing/model-table.ts'
-import type { Account, GenerationRecord, GenerationUsage } from '../store/types.ts'
+import type { Account, AttemptRecord, GenerationRecord, GenerationUsage } from '../store/types.ts'
 import type { Renewals } from './renewals.ts'
 
 // One generation's life, shared by every kind of inference: admitted (rate limits, reservation),
@@ -26,7 +27,10 @@ export interface GenerationDeps extends MeteringDeps {
 
 export interface BeginGeneration {
   account: Account
+  /** The model asked for (rate limits, and the record's model when nothing answered). */
   model: ServedModel
+  /** Every deployment that may answer: the credit hold covers the dearest. */
+  deployments: readonly Deployment[]
   /** The route it came in on, e.g. `/v1/chat/completions`. */
   api: string
   generationId: string
@@ -54,8 +58,12 @@ export interface Generation {
   id: string
   /** X-RateLimit-* headers for the answer. */
   headers: Record<string, string>
-  /** Marks the first byte from the upstream; later calls are ignored. */
-  firstByte(): void
+  /** Marks the first byte of the answer (now, or at `at`); later calls are ignored. */
+  firstByte(at?: number): void
+  /** Adds an upstream call to the record's attempt list. */
+  attempted(attempt: AttemptRecord): void
+  /** The upstream calls so far. */
+  readonly attempts: readonly AttemptRecord[]
   /** Records and settles once (later calls return the first result). Never throws. */
   finish(outcome: Outcome): Promise<GenerationRecord | null>
   /**
@@ -75,7 +83,11 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     account: b.account,
     slug: b.model.slug,
     generationId: b.generationId,
-    costBound: costBound(b.model, b.promptTokenBound, b.outputTokenBound),
+    costBound: costBound(b.model.type, b.deployments, b.promptTokenBound, b.outputTokenBound),
+    // The hold assumes the smallest discount of the models that may answer.
+    discountPpm: Math.min(
+      ...[...new Set(b.deployments.map((d) => d.slug))].map((s) => discountFor(b.account, s)),
+    ),
     tokenEstimate: b.tokenEstimate,
     ttlMs: deps.config.limits.reservationTtlMs,
     now: startedAt,
@@ -84,6 +96,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
   const stopRenewing = deps.renewals.hold(reservation)
 
   let firstByteAt: number | undefined
+  const attempts: AttemptRecord[] = []
   let finished: Promise<GenerationRecord | null> | undefined
   /** False once a charge could not be committed (logged with its record for replay). */
   let charged = true
@@ -120,7 +133,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       generationId: b.generationId,
       accountId: b.account.id,
       api: b.api,
-      slug: b.model.slug,
+      slug: o.deployment.slug,
       deployment: o.deployment,
       startedAt,
       endedAt,
@@ -131,7 +144,8 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       costSource,
       usage,
       billable,
-      discountPpm: admission.discountPpm,
+      discountPpm: discountFor(b.account, o.deployment.slug),
+      attempts,
     })
     charged = await settle(deps, {
       reservation,
@@ -145,9 +159,13 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
   const generation: Generation = {
     id: b.generationId,
     headers: admission.headers,
-    firstByte() {
-      firstByteAt ??= deps.now()
+    firstByte(at) {
+      firstByteAt ??= at ?? deps.now()
     },
+    attempted(attempt) {
+      attempts.push(attempt)
+    },
+    attempts,
     finish(outcome) {
       finished ??= end(outcome).catch((err: unknown) => {
         stopRenewing()

@@ -157,6 +157,17 @@ export interface UpstreamConfig {
    * `max_tokens`. Whichever the client used is sent in this one.
    */
   outputLimitField: 'max_completion_tokens' | 'max_tokens'
+  /** How often one of its deployments is tried within one request (inference/attempts.ts). */
+  retry: RetryPolicy
+}
+
+/** How often one deployment is tried within one request, and how long to wait between its tries. */
+export interface RetryPolicy {
+  /** Tries of one deployment per request (1 = never the same deployment twice). */
+  attemptsPerDeployment: number
+  /** First wait before trying the same deployment again; doubled each time, with jitter. */
+  backoffMs: number
+  maxBackoffMs: number
 }
 
 export interface UpstreamCall {

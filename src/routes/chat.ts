@@ -18,6 +18,7 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
       log: request.log,
       onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
     })
+    reply.headers(started.headers)
     if (!started.stream) return started.completion
     reply
       .header('content-type', 'text/event-stream; charset=utf-8')

@@ -15,6 +15,7 @@ export const embeddingsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, 
       log: request.log,
       onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
     })
+    reply.headers(result.headers)
     return result.body
   }
   app.post('/routed/v1/embeddings', handler)

@@ -11,17 +11,26 @@ import { builtinModels } from '../providers/catalogue.ts'
 export interface Deployment {
   /** Unique within the model: `<provider>` or, for a second deployment on the same provider, `<provider>#<n>`. */
   id: string
+  /** The model slug it serves (the answer's `model` and the record's, when it answers). */
+  slug: string
   provider: string
   upstreamModel: string
   price: CompiledPrice
   /** False when neither the config nor the price list gives a price (it is then billed at 0). */
   priced: boolean
   weight: number
+  /** Configured quality score (0–100), if any. */
+  quality?: number
 }
+
+/** How a model's deployments are ordered when a request does not say. */
+export type RoutingType = 'priority' | 'round_robin' | 'least_latency'
 
 export interface ServedModel {
   slug: string
   type: ModelType
+  /** The configured order of its deployments: priority unless the config file says otherwise. */
+  strategy: RoutingType
   /** Most output tokens one answer can have; the reservation's bound when the client sets none. */
   maxOutputTokens?: number
   /** In configured priority order; never empty. */
@@ -42,10 +51,12 @@ export function buildModelTable(config: Config): ModelTable {
     bySlug.set(m.slug, {
       slug: m.slug,
       type: m.type,
+      strategy: 'priority',
       maxOutputTokens: m.maxOutputTokens,
       deployments: [
         {
           id: m.provider,
+          slug: m.slug,
           provider: m.provider,
           upstreamModel: m.upstreamModel,
           price: compilePrice(table ?? {}),
@@ -64,14 +75,22 @@ export function buildModelTable(config: Config): ModelTable {
       const table = d.pricing ?? builtinPrices[m.slug] ?? builtinPrices[`${d.provider}/${d.upstreamModel}`]
       return {
         id: n === 0 ? d.provider : `${d.provider}#${n + 1}`,
+        slug: m.slug,
         provider: d.provider,
         upstreamModel: d.upstreamModel,
         price: compilePrice(table ?? {}),
         priced: table !== undefined,
         weight: d.weight,
+        quality: d.quality ?? m.quality,
       }
     })
-    bySlug.set(m.slug, { slug: m.slug, type: m.type, maxOutputTokens: m.maxOutputTokens, deployments })
+    bySlug.set(m.slug, {
+      slug: m.slug,
+      type: m.type,
+      strategy: m.routing ?? 'priority',
+      maxOutputTokens: m.maxOutputTokens,
+      deployments,
+    })
   }
   const list = [...bySlug.values()]
   return { get: (slug) => bySlug.get(slug), list: () => list }

@@ -207,4 +207,10 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX generations_created ON generations (created_at);
     `,
   },
+  {
+    version: 5,
+    // The upstream calls made for each generation (routing: retries and fallbacks).
+    name: 'generation attempts',
+    sql: `ALTER TABLE generations ADD COLUMN attempts jsonb;`,
+  },
 ]

@@ -375,8 +375,8 @@ function createLedger(query: Query): LedgerStore {
           `WITH ins AS (
              INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
                generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
-               upstream_cost, discount_ppm, discount, cost)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+               upstream_cost, discount_ppm, discount, cost, attempts)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19)
              ON CONFLICT (generation_id) DO NOTHING RETURNING account_id),
            del AS (
              DELETE FROM reservations WHERE account_id = $2 AND id = $18 AND EXISTS (SELECT 1 FROM ins)),
@@ -402,6 +402,7 @@ function createLedger(query: Query): LedgerStore {
             money(r.discount),
             money(r.cost),
             ref.id,
+            r.attempts ? JSON.stringify(r.attempts) : null,
           ],
         )
         return rows[0]!.inserted === 1
@@ -434,6 +435,7 @@ interface GenerationRow {
   discount_ppm: number
   discount: string
   cost: string
+  attempts: GenerationRecord['attempts'] | null
 }
 
 const toRecord = (r: GenerationRow): GenerationRecord => ({
@@ -454,6 +456,7 @@ const toRecord = (r: GenerationRow): GenerationRecord => ({
   discountPpm: r.discount_ppm,
   discount: toMoney(r.discount),
   cost: toMoney(r.cost),
+  ...(r.attempts ? { attempts: r.attempts } : {}),
 })
 
 function createGenerations(query: Query): GenerationStore {

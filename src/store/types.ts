@@ -130,6 +130,22 @@ export interface GenerationUsage {
   completion_tokens_details: { reasoning_tokens: number; image_tokens: number; audio_tokens: number }
 }
 
+/** One upstream call made for a generation (the answering one is the last). */
+export interface AttemptRecord {
+  /** The configured provider (`openai`, …) and the deployment id within the model. */
+  provider: string
+  deployment: string
+  /** The model slug it was a deployment of (differs from the record's model for a fallback). */
+  model: string
+  /** The upstream's HTTP status; null when none came (connection refused, timeout). */
+  status: number | null
+  /** `ok`, or the gateway error code the failure mapped to. */
+  outcome: string
+  /** Unix ms when the call started. */
+  startedAt: number
+  durationMs: number
+}
+
 export interface GenerationRecord {
   generationId: string
   accountId: string
@@ -148,6 +164,8 @@ export interface GenerationRecord {
   discountPpm: number
   discount: Money
   cost: Money
+  /** Every upstream call, in order; absent on records written before attempts were kept. */
+  attempts?: AttemptRecord[]
 }
 
 export interface GenerationPage {

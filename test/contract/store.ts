@@ -324,6 +324,34 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await store.generations.listByAccount(id, { limit: 10 })).data).toHaveLength(1)
       })
 
+      it('keeps the record’s attempt list as written', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 1000))!
+        const attempts = [
+          {
+            provider: 'alpha',
+            deployment: 'alpha',
+            model: 'team/chat',
+            status: 503,
+            outcome: 'upstream_error',
+            startedAt: 1_700_000_000_000,
+            durationMs: 12,
+          },
+          {
+            provider: 'beta',
+            deployment: 'beta#2',
+            model: 'team/other',
+            status: null,
+            outcome: 'ok',
+            startedAt: 1_700_000_000_020,
+            durationMs: 30,
+          },
+        ]
+        const record = generationFixture(uid('gen'), id, { attempts })
+        expect(await store.ledger.settle(r, record)).toBe(true)
+        expect((await store.generations.get(record.generationId))?.attempts).toEqual(attempts)
+      })
+
       it('charges a request that outlived its hold, or never had one', async () => {
         const { store, id } = await withAccount(usd(1))
         const r = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 1000))!

@@ -515,8 +515,11 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
     let upstreamRes: ServerResponse | undefined
     const { fake, gw } = await setup(async (_req, res) => {
       upstreamRes = res
-      // The first events, then a long silence: the client leaves during it.
-      await writeSseText(res, readFixture('anthropic/text.sse'), { delayMs: 10_000 })
+      // The events up to the first text, then silence: the client leaves during it.
+      const events = readFixture('anthropic/text.sse').split('\n\n').slice(0, 4)
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(events.join('\n\n') + '\n\n')
+      await new Promise<void>((resolve) => res.once('close', () => resolve()))
     })
     const controller = new AbortController()
     const res = await postJson(

@@ -103,7 +103,8 @@ describe('several deployments per model', () => {
       { 'POST /v1/chat/completions': failing(502) },
     )
     await expect(client.chat.completions.create(ask)).rejects.toMatchObject({ status: 502 })
-    expect([a.requests.length, b.requests.length]).toEqual([1, 1])
+    // Each deployment once, then each once more after a backoff (attemptsPerDeployment 2 by default).
+    expect([a.requests.length, b.requests.length]).toEqual([2, 2])
     const credits = (await (await fetch(`${gw.origin}/v1/credits`, { headers: acme })).json()) as {
       data: unknown
     }

@@ -508,8 +508,9 @@ describe('openai-compat upstream: error responses', () => {
       type: 'upstream_error',
       code: 'upstream_error',
     })
-    // POST is not idempotent: the gateway does not silently resend it on the same provider.
-    expect(fake.requests).toHaveLength(1)
+    // A reset is retried like any failure the upstream may not repeat: once more on the same
+    // deployment (routing.retry.attemptsPerDeployment is 2 by default), then the last failure answers.
+    expect(fake.requests).toHaveLength(2)
   })
 })
 
@@ -570,7 +571,8 @@ describe('openai-compat upstream: timeouts', () => {
       type: 'timeout_error',
       code: 'upstream_timeout',
     })
-    expect(fake.requests).toHaveLength(1)
+    // Tried again once after a backoff (the default retry policy), then answered with the timeout.
+    expect(fake.requests).toHaveLength(2)
   })
 
   it('answers 504 before a stream starts when the upstream sends nothing within firstByteMs', async () => {

@@ -12,6 +12,7 @@ import { accountFixture, generationFixture } from '../../contract/store.ts'
 
 const deployment = (provider: string, prompt: number, completion: number): Deployment => ({
   id: provider,
+  slug: 'team/m',
   provider,
   upstreamModel: 'm',
   price: compilePrice({ prompt, completion }),
@@ -21,6 +22,7 @@ const deployment = (provider: string, prompt: number, completion: number): Deplo
 const model: ServedModel = {
   slug: 'team/m',
   type: 'chat',
+  strategy: 'priority',
   deployments: [deployment('cheap', 1, 2), deployment('dear', 10, 20)],
 }
 const account = accountFixture('acct', { discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} })
@@ -46,7 +48,7 @@ afterEach(() => vi.useRealTimers())
 describe('costBound', () => {
   it('is the dearest deployment at its dearest prices', () => {
     // dear: 100 prompt × $10/M + 50 output × $20/M = 1000 + 1000 µ$ → 2e9 pico$
-    expect(costBound(model, 100, 50)).toBe(2_000_000_000n)
+    expect(costBound(model.type, model.deployments, 100, 50)).toBe(2_000_000_000n)
   })
 })
 
@@ -174,6 +176,7 @@ describe('beginGeneration', () => {
     const gen = await beginGeneration(deps, {
       account,
       model,
+      deployments: model.deployments,
       api: '/v1/chat/completions',
       generationId: 'g-long',
       streamed: true,
@@ -209,6 +212,7 @@ describe('beginGeneration', () => {
     const gen = await beginGeneration(deps, {
       account,
       model,
+      deployments: model.deployments,
       api: '/v1/chat/completions',
       generationId: 'g-partial',
       streamed: true,
@@ -237,6 +241,7 @@ describe('beginGeneration', () => {
     const gen = await beginGeneration(deps, {
       account,
       model,
+      deployments: model.deployments,
       api: '/v1/chat/completions',
       generationId: 'g-est',
       streamed: true,

@@ -21,6 +21,7 @@ function makeCall(options: { maxResponseBytes?: number; signal?: AbortSignal } =
       headers: {},
       timeouts: { connectMs: 5_000, firstByteMs: 5_000, idleMs: 5_000, totalMs: TOTAL_MS },
       outputLimitField: 'max_tokens',
+      retry: { attemptsPerDeployment: 1, backoffMs: 0, maxBackoffMs: 0 },
       maxResponseBytes: options.maxResponseBytes ?? 1024,
       latencyMs: 0,
     },

@@ -5,6 +5,7 @@ import { loadConfig } from '../../../src/config.ts'
 import { builtinModels } from '../../../src/providers/catalogue.ts'
 import { createProviderRegistry } from '../../../src/providers/registry.ts'
 import { buildModelTable } from '../../../src/routing/model-table.ts'
+import { createHealth } from '../../../src/routing/health.ts'
 import { createRouter } from '../../../src/routing/router.ts'
 import { thrownGatewayError } from '../../support/errors.ts'
 
@@ -26,6 +27,7 @@ describe('buildModelTable', () => {
     expect(m?.deployments).toEqual([
       {
         id: 'openai',
+        slug: 'openai/gpt-4o',
         provider: 'openai',
         upstreamModel: 'gpt-4o',
         price: compilePrice(builtinPrices['openai/gpt-4o'] ?? {}),
@@ -83,10 +85,14 @@ describe('router', () => {
       { slug: 'team/m', deployments: [{ provider: 'a' }, { provider: 'mock', upstreamModel: 'chat' }] },
     ],
   })
-  const router = createRouter(buildModelTable(config), createProviderRegistry(config))
+  const router = createRouter(
+    buildModelTable(config),
+    createProviderRegistry(config),
+    createHealth(config.routing),
+  )
 
   it('returns the candidates in deployment order, each with its provider', () => {
-    const r = router.route('team/m', 'chat')
+    const r = router.route({ slug: 'team/m', type: 'chat' })
     expect(
       r.candidates.map((c) => [c.deployment.id, c.provider.config.name, c.deployment.upstreamModel]),
     ).toEqual([
@@ -96,12 +102,12 @@ describe('router', () => {
   })
 
   it('unknown slug 404, wrong type 400', () => {
-    expect(thrownGatewayError(() => router.route('no/such', 'chat'))).toMatchObject({
+    expect(thrownGatewayError(() => router.route({ slug: 'no/such', type: 'chat' }))).toMatchObject({
       status: 404,
       code: 'model_not_found',
       param: 'model',
     })
-    expect(thrownGatewayError(() => router.route('mock/embed', 'chat'))).toMatchObject({
+    expect(thrownGatewayError(() => router.route({ slug: 'mock/embed', type: 'chat' }))).toMatchObject({
       status: 400,
       code: 'invalid_value',
       param: 'model',
@@ -109,8 +115,12 @@ describe('router', () => {
   })
 
   it('503 when no deployment has a configured provider', () => {
-    const empty = createRouter(buildModelTable(config), { get: () => undefined, close: async () => {} })
-    expect(thrownGatewayError(() => empty.route('mock/chat', 'chat'))).toMatchObject({
+    const empty = createRouter(
+      buildModelTable(config),
+      { get: () => undefined, close: async () => {} },
+      createHealth(config.routing),
+    )
+    expect(thrownGatewayError(() => empty.route({ slug: 'mock/chat', type: 'chat' }))).toMatchObject({
       status: 503,
       code: 'no_available_provider',
     })

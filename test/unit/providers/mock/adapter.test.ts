@@ -15,6 +15,7 @@ function makeCall(latencyMs: number, signal: AbortSignal = new AbortController()
       baseUrl: '',
       headers: {},
       outputLimitField: 'max_tokens',
+      retry: { attemptsPerDeployment: 1, backoffMs: 0, maxBackoffMs: 0 },
       timeouts: { connectMs: 1000, firstByteMs: 1000, idleMs: 1000, totalMs: 1000 },
       maxResponseBytes: 1024,
       latencyMs,
