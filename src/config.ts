@@ -161,6 +161,8 @@ export interface Config {
     maxBytesPerAccount: number
     /** Most file bytes inlined into one chat request by file references (413 above). */
     maxInlineBytesPerRequest: number
+    /** Stored bytes no record points at are removed once older than this (a crash mid-upload). */
+    orphanGraceMs: number
   }
   database: DatabaseConfig
   routing: RoutingConfig
@@ -394,6 +396,7 @@ const fileSchema = z
         maxFilesPerAccount: z.number().int().positive().optional(),
         maxBytesPerAccount: z.number().int().positive().optional(),
         maxInlineBytesPerRequest: z.number().int().positive().optional(),
+        orphanGraceMs: z.number().int().min(60_000).optional(),
       })
       .strict()
       .default({}),
@@ -537,6 +540,7 @@ export function loadConfig(
         e.GATEWAY_MAX_FILE_BYTES_PER_ACCOUNT ?? file.files.maxBytesPerAccount ?? 10 * 1024 ** 3,
       maxInlineBytesPerRequest:
         e.GATEWAY_MAX_INLINE_FILE_BYTES ?? file.files.maxInlineBytesPerRequest ?? 32 * 1024 * 1024,
+      orphanGraceMs: file.files.orphanGraceMs ?? 60 * 60_000,
     },
     database: {
       backend:

@@ -8,6 +8,7 @@ import { createRouter, type Router } from './routing/router.ts'
 import { createHealth, type Health } from './routing/health.ts'
 import { createLocalFileStorage } from './files/local-storage.ts'
 import type { FileStorage } from './files/storage.ts'
+import { sweepOrphans } from './files/orphan-sweep.ts'
 import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
 import { createRenewals, type Renewals } from './inference/renewals.ts'
 import { countTokens, type TokenCounter } from './billing/tokens.ts'
@@ -15,6 +16,8 @@ import { createStore } from './store/create.ts'
 import type { Store } from './store/types.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
+/** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */
+const FILE_SWEEP_INTERVAL_MS = 10 * 60_000
 
 export interface Lifecycle {
   /** Set on SIGTERM: new requests get 503 and /readyz fails while in-flight work finishes. */
@@ -128,6 +131,17 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     store.sweep(now()).catch((err: unknown) => log.warn({ err }, 'store housekeeping failed'))
   }, SWEEP_INTERVAL_MS)
   sweeper.unref()
+  const fileStorage = overrides.fileStorage ?? createLocalFileStorage(config.files.dir, { now })
+  const fileSweeper = setInterval(() => {
+    sweepOrphans({
+      storage: fileStorage,
+      files: store.files,
+      graceMs: config.files.orphanGraceMs,
+      now,
+      log,
+    }).catch((err: unknown) => log.warn({ err }, 'file housekeeping failed'))
+  }, FILE_SWEEP_INTERVAL_MS)
+  fileSweeper.unref()
   return {
     config,
     log,
@@ -136,7 +150,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     models,
     router,
     health,
-    fileStorage: overrides.fileStorage ?? createLocalFileStorage(config.files.dir, { now }),
+    fileStorage,
     countTokens: overrides.countTokens ?? countTokens,
     stats: createMeteringStats(),
     renewals: createRenewals({ ledger: store.ledger, now, log, ttlMs: config.limits.reservationTtlMs }),
@@ -145,6 +159,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
       clearInterval(sweeper)
+      clearInterval(fileSweeper)
       await providers.close()
       await store.close()
     },

@@ -28,10 +28,13 @@ export function createLocalFileStorage(dir: string, options: LocalFileStorageOpt
   // again before every write (one cheap call), in case it was removed while the gateway runs.
   const ensureDir = async (): Promise<void> => {
     await mkdir(dir, { recursive: true, mode: 0o700 })
-    ready ??= removeStaleTemps(dir, now()).catch((err: unknown) => {
-      ready = undefined
-      throw err
-    })
+    ready ??= removeStaleTemps(dir, now()).then(
+      () => undefined,
+      (err: unknown) => {
+        ready = undefined
+        throw err
+      },
+    )
     await ready
   }
 
@@ -91,18 +94,43 @@ export function createLocalFileStorage(dir: string, options: LocalFileStorageOpt
     async remove(key) {
       await rm(pathOf(key), { force: true })
     },
+
+    async list() {
+      const out: { key: string; modifiedAt: number }[] = []
+      for (const name of await namesIn(dir)) {
+        if (!keyPattern.test(name)) continue
+        const info = await stat(join(dir, name)).catch(() => null)
+        if (info?.isFile()) out.push({ key: name, modifiedAt: info.mtimeMs })
+      }
+      return out
+    },
+
+    sweepTemps: () => removeStaleTemps(dir, now()),
   }
+}
+
+/** The directory's entries; none when it was never created. */
+async function namesIn(dir: string): Promise<string[]> {
+  return readdir(dir).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
+    throw err
+  })
 }
 
 function notFound(err: unknown, key: string): unknown {
   return (err as NodeJS.ErrnoException).code === 'ENOENT' ? new StorageObjectNotFoundError(key) : err
 }
 
-async function removeStaleTemps(dir: string, now: number): Promise<void> {
-  for (const name of await readdir(dir)) {
+async function removeStaleTemps(dir: string, now: number): Promise<number> {
+  let removed = 0
+  for (const name of await namesIn(dir)) {
     if (!name.startsWith(TEMP_PREFIX)) continue
     const path = join(dir, name)
     const info = await stat(path).catch(() => null)
-    if (info && now - info.mtimeMs > STALE_TEMP_MS) await rm(path, { force: true })
+    if (info && now - info.mtimeMs > STALE_TEMP_MS) {
+      await rm(path, { force: true })
+      removed++
+    }
   }
+  return removed
 }

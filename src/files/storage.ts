@@ -20,6 +20,10 @@ export interface FileStorage {
   read(key: string): Promise<Buffer>
   /** Removes the object; a missing one is not an error. */
   remove(key: string): Promise<void>
+  /** Every stored object (uploads in progress excluded) with its last write time, unix ms. */
+  list(): Promise<{ key: string; modifiedAt: number }[]>
+  /** Removes what uploads that died left behind (temp files untouched for an hour); returns how many. */
+  sweepTemps(): Promise<number>
 }
 
 export class FileTooLargeError extends Error {

@@ -63,6 +63,8 @@ export interface FileStore {
   /** Removes the account's own file record and returns it, or null. */
   delete(accountId: string, id: string): Promise<StoredFile | null>
   usage(accountId: string): Promise<{ files: number; bytes: number }>
+  /** Which of `storageKeys` some file record points at (the orphan sweep keeps those bytes). */
+  existingKeys(storageKeys: readonly string[]): Promise<Set<string>>
 }
 
 interface AccountFiles {
@@ -152,6 +154,14 @@ export function createMemoryFileStore(): FileStore {
     async usage(accountId) {
       const a = accounts.get(accountId)
       return { files: a?.files.size ?? 0, bytes: a?.bytes ?? 0 }
+    },
+    async existingKeys(storageKeys) {
+      const wanted = new Set(storageKeys)
+      const found = new Set<string>()
+      for (const a of accounts.values()) {
+        for (const f of a.files.values()) if (wanted.has(f.storageKey)) found.add(f.storageKey)
+      }
+      return found
     },
   }
 }

@@ -209,8 +209,12 @@ export const migrations: readonly Migration[] = [
   },
   {
     version: 5,
-    // The upstream calls made for each generation (routing: retries and fallbacks).
-    name: 'generation attempts',
-    sql: `ALTER TABLE generations ADD COLUMN attempts jsonb;`,
+    // The upstream calls made for each generation (routing: retries and fallbacks), and the lookup
+    // of the orphan file sweep (src/files/orphan-sweep.ts).
+    name: 'generation attempts; files by storage key',
+    sql: `
+      ALTER TABLE generations ADD COLUMN attempts jsonb;
+      CREATE INDEX files_by_storage_key ON files (storage_key);
+    `,
   },
 ]

@@ -618,6 +618,14 @@ function createFiles(query: Query, transaction: Transaction): FileStore {
       )
       return { files: rows[0]?.files ?? 0, bytes: Number(rows[0]?.bytes ?? 0) }
     },
+    async existingKeys(storageKeys) {
+      if (storageKeys.length === 0) return new Set()
+      const { rows } = await query<{ storage_key: string }>(
+        'SELECT storage_key FROM files WHERE storage_key = ANY($1::text[])',
+        [storageKeys],
+      )
+      return new Set(rows.map((r) => r.storage_key))
+    },
   }
 }
 

@@ -93,4 +93,9 @@ export const sqliteMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 2,
+    // Files by storage key: the orphan sweep (src/files/orphan-sweep.ts) asks which keys have a record.
+    sql: `CREATE INDEX files_by_storage_key ON files (storage_key);`,
+  },
 ]

@@ -666,6 +666,16 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     async usage(accountId) {
       return read(() => ({ ...usageOf(accountId) }))
     },
+    async existingKeys(storageKeys) {
+      if (storageKeys.length === 0) return new Set()
+      const rows = read(() =>
+        all<{ storage_key: string }>(
+          'SELECT storage_key FROM files WHERE storage_key IN (SELECT value FROM json_each(?))',
+          JSON.stringify(storageKeys),
+        ),
+      )
+      return new Set(rows.map((r) => r.storage_key))
+    },
   }
 
   const appliedConfig: AppliedConfigStore = {

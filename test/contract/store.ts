@@ -540,6 +540,22 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         return file
       }
 
+      it('tells which storage keys have a record, over every account', async () => {
+        const store = await open()
+        const a = await add(store, fileFixture(uid('alice')))
+        const b = await add(store, fileFixture(uid('bob')))
+        const gone = await add(store, fileFixture(a.accountId))
+        await store.files.delete(a.accountId, gone.id)
+        const found = await store.files.existingKeys([
+          a.storageKey,
+          b.storageKey,
+          gone.storageKey,
+          uid('key'),
+        ])
+        expect([...found].sort()).toEqual([a.storageKey, b.storageKey].sort())
+        expect(await store.files.existingKeys([])).toEqual(new Set())
+      })
+
       it('gets, lists newest first, filters by purpose and deletes, per account only', async () => {
         const store = await open()
         const alice = uid('alice')

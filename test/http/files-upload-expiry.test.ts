@@ -40,6 +40,12 @@ function memoryStorage(clock: { t: number; writeTakesMs: number }) {
     async remove(key) {
       objects.delete(key)
     },
+    async list() {
+      return [...objects.keys()].map((key) => ({ key, modifiedAt: clock.t }))
+    },
+    async sweepTemps() {
+      return 0
+    },
   }
   return { storage, objects }
 }

@@ -28,6 +28,12 @@ function memoryStorage(objects: Record<string, Buffer>): FileStorage & { reads: 
       return b
     },
     async remove() {},
+    async list() {
+      return Object.keys(objects).map((key) => ({ key, modifiedAt: 0 }))
+    },
+    async sweepTemps() {
+      return 0
+    },
   }
 }
 

@@ -69,7 +69,7 @@ describe('SQLite store', () => {
     open(path)
     open(path)
     const raw = new DatabaseSync(path)
-    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }])
+    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }, { version: 2 }])
     raw.prepare('INSERT INTO schema_version (version) VALUES (999)').run()
     raw.close()
     expect(() => createSqliteStore(path)).toThrow(/schema version 999/)
