@@ -1,26 +1,22 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { usd } from '../../src/billing/money.ts'
+import { jsonOf, stopServer, useServerProcesses, type ServerProcess } from '../support/server-process.ts'
 
 // server.ts as a user runs it, on the default embedded backend (a SQLite file): what a stop, clean
 // (SIGTERM) or not (SIGKILL), must not lose.
 
-const serverPath = new URL('../../src/server.ts', import.meta.url).pathname
 const ADMIN_KEY = 'admin-key-for-restart-tests'
 const admin = { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }
 
 const dirs: string[] = []
-const children: ChildProcess[] = []
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
-})
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true })
 })
+const start = useServerProcesses()
 
 /** A data directory and the environment of a gateway keeping its state there. */
 function workspace(): Record<string, string> {
@@ -44,40 +40,8 @@ function workspace(): Record<string, string> {
   }
 }
 
-interface Running {
-  child: ChildProcess
-  origin: string
-  output: () => string
-}
-
-async function start(env: Record<string, string>, cwd?: string): Promise<Running> {
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', serverPath], {
-    cwd,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  children.push(child)
-  let out = ''
-  const origin = await new Promise<string>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      out += String(d)
-      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)
-      if (m?.[1]) resolve(m[1])
-    }
-    child.stdout?.on('data', onData)
-    child.stderr?.on('data', onData)
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)))
-  })
-  return { child, origin, output: () => out }
-}
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies, checked by the tests
-async function json(res: Response | Promise<Response>, status = 200): Promise<any> {
-  const r = await res
-  const text = await r.text()
-  expect(r.status, text).toBe(status)
-  return JSON.parse(text)
-}
+type Running = ServerProcess
+const json = jsonOf
 
 const post = (s: Running, path: string, body: unknown, headers: Record<string, string> = admin) =>
   fetch(`${s.origin}${path}`, { method: 'POST', headers, body: JSON.stringify(body) })
@@ -125,11 +89,7 @@ async function allRecords(s: Running): Promise<{ generationId: string; usage: { 
   return out
 }
 
-async function stop(s: Running, signal: NodeJS.Signals): Promise<void> {
-  const exited = once(s.child, 'exit')
-  s.child.kill(signal)
-  await exited
-}
+const stop = stopServer
 
 describe('restart on the SQLite backend', () => {
   it('with nothing configured keeps its state in ./data/junction.db of its working directory, and says so', async () => {
