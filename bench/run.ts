@@ -1,4 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { accessSync, constants as fsConstants } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
@@ -11,9 +12,11 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import pg from 'pg'
 import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
 
-// `npm run bench`: the gateway (state in memory, and again on a SQLite file: `gw sqlite`) against a
+// `npm run bench`: the gateway (state in memory; again on a SQLite file, `gw sqlite`, and on a throwaway
+// database of the local PostgreSQL, `gw postgres`; BENCH_PG_URL is its admin URL) against a
 // bare Fastify + undici pass-through (the floor) and against the fake upstream itself, each in its own
 // process. It records figures and asserts nothing. Knobs: BENCH_DURATION (s, default 10),
 // BENCH_CONNECTIONS (50), BENCH_RATE (req/s, 1000), BENCH_STREAMS (sequential streams for time to
@@ -60,7 +63,7 @@ interface Child {
   tail: string
 }
 
-type TargetName = 'gateway' | 'gateway-sqlite' | 'floor' | 'upstream'
+type TargetName = 'gateway' | 'gateway-sqlite' | 'gateway-postgres' | 'floor' | 'upstream'
 
 interface Target {
   name: TargetName
@@ -112,8 +115,30 @@ function cleanUp(): Promise<void> {
   for (const tool of tools) tool.kill('SIGKILL')
   stopping ??= Promise.all(children.map(stopChild)).then(async () => {
     if (workDir !== undefined) await rm(workDir, { recursive: true, force: true })
+    await dropDatabase?.().catch((err: unknown) => console.error('could not drop the bench database:', err))
   })
   return stopping
+}
+
+let dropDatabase: (() => Promise<void>) | undefined
+
+/** A fresh database on the local PostgreSQL for the `gw postgres` column; dropped by cleanUp. */
+async function createBenchDatabase(): Promise<string> {
+  const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+  const name = `junction_bench_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client(adminUrl)
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  dropDatabase = async () => {
+    const c = new pg.Client(adminUrl)
+    await c.connect()
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await c.end()
+  }
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return url.toString()
 }
 
 function freePort(): Promise<number> {
@@ -152,17 +177,22 @@ async function startUpstream(): Promise<Target> {
   return { name: 'upstream', origin, child }
 }
 
-/** `gateway` keeps its state in memory, `gateway-sqlite` in a SQLite file of the scratch directory. */
+/**
+ * `gateway` keeps its state in memory, `gateway-sqlite` in a SQLite file of the scratch directory,
+ * `gateway-postgres` in a throwaway database on the local PostgreSQL (BENCH_PG_URL: its admin URL).
+ */
 async function startGateway(
-  name: 'gateway' | 'gateway-sqlite',
+  name: 'gateway' | 'gateway-sqlite' | 'gateway-postgres',
   upstream: string,
   configPath: string,
   dir: string,
+  databaseUrl?: string,
 ): Promise<Target> {
   const port = await freePort()
   const child = startChild(name, 'src/server.ts', {
     GATEWAY_FILES_DIR: join(dir, `${name}-files`),
-    GATEWAY_DATABASE_URL: name === 'gateway' ? 'memory' : `sqlite:${join(dir, 'junction.db')}`,
+    GATEWAY_DATABASE_URL:
+      databaseUrl ?? (name === 'gateway' ? 'memory' : `sqlite:${join(dir, 'junction.db')}`),
     PORT: String(port),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
@@ -599,16 +629,17 @@ function cell(value: number | undefined, digits: number): string {
 }
 
 function printTable(results: Record<TargetName, Figures>): void {
-  const head = ['measure', 'gateway', 'gw sqlite', 'floor', 'upstream', 'gateway÷floor']
+  const head = ['measure', 'gateway', 'gw sqlite', 'gw postgres', 'floor', 'upstream', 'gateway÷floor']
   const body = buildRows().map((row) => {
-    const [g, q, f, u] = (['gateway', 'gateway-sqlite', 'floor', 'upstream'] as const).map(
-      (t) => results[t][row.key],
-    )
+    const [g, q, p, f, u] = (
+      ['gateway', 'gateway-sqlite', 'gateway-postgres', 'floor', 'upstream'] as const
+    ).map((t) => results[t][row.key])
     const ratio = row.ratio && g !== undefined && f !== undefined && f !== 0 ? `${(g / f).toFixed(2)}×` : ''
     return [
       row.label,
       cell(g, row.digits),
       cell(q, row.digits),
+      cell(p, row.digits),
       cell(f, row.digits),
       cell(u, row.digits),
       ratio,
@@ -643,6 +674,13 @@ function printTargets(results: Record<TargetName, Figures>): void {
   console.log(
     `SQLite stream TTFB median within 0.1 ms of memory: ${storeGap >= 0 ? '+' : ''}${storeGap.toFixed(3)} ms → ${verdict(storeGap < 0.1)}`,
   )
+  const postgres = results['gateway-postgres']
+  const pgRatio = (postgres.satRps ?? 0) / (gateway.satRps ?? Number.NaN)
+  const pgGap = (postgres.ttfbMedian ?? Number.NaN) - (gateway.ttfbMedian ?? Number.NaN)
+  console.log(
+    `PostgreSQL (one instance, local database; no target): requests/s ${pgRatio.toFixed(2)}× memory, ` +
+      `stream TTFB median ${pgGap >= 0 ? '+' : ''}${pgGap.toFixed(3)} ms`,
+  )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -652,7 +690,13 @@ function addFailures(figures: Figures, n: number): void {
 }
 
 async function measureAll(targets: Target[], wrkScript: string): Promise<Record<TargetName, Figures>> {
-  const results: Record<TargetName, Figures> = { gateway: {}, 'gateway-sqlite': {}, floor: {}, upstream: {} }
+  const results: Record<TargetName, Figures> = {
+    gateway: {},
+    'gateway-sqlite': {},
+    'gateway-postgres': {},
+    floor: {},
+    upstream: {},
+  }
   // Memory first: after the load tests the heaps have grown, and the streams would fit in the slack.
   for (const t of targets.filter((x) => x.name !== 'upstream')) {
     console.log(`· ${t.name}: memory with ${settings.openStreams} open streams`)
@@ -704,8 +748,15 @@ async function main(): Promise<void> {
     const config = await writeGatewayConfig(dir)
     const gateway = await startGateway('gateway', upstream.origin, config, dir)
     const gatewaySqlite = await startGateway('gateway-sqlite', upstream.origin, config, dir)
+    const gatewayPostgres = await startGateway(
+      'gateway-postgres',
+      upstream.origin,
+      config,
+      dir,
+      await createBenchDatabase(),
+    )
     const floor = await startFloor(upstream.origin)
-    const targets = [gateway, gatewaySqlite, floor, upstream]
+    const targets = [gateway, gatewaySqlite, gatewayPostgres, floor, upstream]
     for (const t of targets) await checkTarget(t)
 
     const generator = wrkPath ? 'wrk -t1' : 'autocannon'
