@@ -537,3 +537,77 @@ describe('Anthropic behind the OpenAI API: streaming', () => {
     expect(upstreamRes?.destroyed).toBe(true)
   })
 })
+
+describe('Anthropic recorded defects, through the gateway with the SDK', () => {
+  const ask = { model: SLUG, messages: [{ role: 'user' as const, content: 'go' }] }
+  const argsOf = (chunks: OpenAI.Chat.ChatCompletionChunk[]) => {
+    const args: string[] = []
+    for (const c of chunks)
+      for (const t of c.choices[0]?.delta.tool_calls ?? [])
+        args[t.index] = (args[t.index] ?? '') + (t.function?.arguments ?? '')
+    return args
+  }
+
+  it('a streamed tool call whose input arrives whole reassembles to JSON', async () => {
+    const { client } = await setup(sse('tool-no-args.sse'))
+    const { chunks, error } = await readSdkStream(client.chat.completions.create({ ...ask, stream: true }))
+    expect(error).toBeUndefined()
+    expect(argsOf(chunks)).toEqual(['{}', '{"player":"player1"}'])
+    expect(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean)).toEqual(['tool_calls'])
+  })
+
+  it('a message carried whole by message_start is translated, and finalChatCompletion works', async () => {
+    const { client } = await setup(sse('whole-message-start.sse'))
+    const final = await client.chat.completions.stream({ ...ask, stream: true }).finalChatCompletion()
+    expect(final.choices[0]?.finish_reason).toBe('tool_calls')
+    expect(final.choices[0]?.message.tool_calls?.[0]).toMatchObject({
+      function: { name: 'roll_dice', arguments: '{"sides":6}' },
+    })
+  })
+
+  it('a stream that ends without a stop reason is an error, never an empty answer', async () => {
+    const { client, fake } = await setup(sse('no-stop-reason.sse'))
+    const { chunks, error } = await readSdkStream(client.chat.completions.create({ ...ask, stream: true }))
+    // Nothing was committed (only the role chunk was held), so it was retried once, then refused.
+    expect(error).toMatchObject({ status: 502 })
+    expect(chunks).toEqual([])
+    expect(fake.requests).toHaveLength(2)
+  })
+
+  it('a second message_start inside an unfinished message ends the stream with an error event', async () => {
+    const { client } = await setup(sse('second-message-start.sse'))
+    const { chunks, error } = await readSdkStream(client.chat.completions.create({ ...ask, stream: true }))
+    expect((error as Error).message).toMatch(/out of order: a second message_start/)
+    expect(chunks.filter((c) => c.choices[0]?.delta.role === 'assistant')).toHaveLength(1)
+    expect(chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []).filter((t) => t.id)).toHaveLength(1)
+  })
+
+  it('reports Anthropic’s thinking tokens (blocking and streamed)', async () => {
+    const blocking = await setup(json('thinking-tokens.json'))
+    const answer = await blocking.client.chat.completions.create(ask)
+    expect(answer.usage?.completion_tokens_details).toEqual({ reasoning_tokens: 139 })
+    const streamed = await setup(sse('thinking-tokens.sse'))
+    const { chunks } = await readSdkStream(
+      streamed.client.chat.completions.create({
+        ...ask,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    )
+    expect(chunks.at(-1)?.usage?.completion_tokens_details).toEqual({ reasoning_tokens: 139 })
+  })
+
+  it('puts a refusal’s explanation in message.refusal and delta.refusal', async () => {
+    const explanation = "This request asks for working malware, which I can't help with."
+    const blocking = await setup(json('refusal-details.json'))
+    const answer = await blocking.client.chat.completions.create(ask)
+    expect(answer.choices[0]).toMatchObject({
+      finish_reason: 'content_filter',
+      message: { content: null, refusal: explanation },
+    })
+    const streamed = await setup(sse('refusal-stream.sse'))
+    const { chunks } = await readSdkStream(streamed.client.chat.completions.create({ ...ask, stream: true }))
+    expect(chunks.map((c) => c.choices[0]?.delta.refusal).filter(Boolean)).toEqual([explanation])
+    expect(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean)).toEqual(['content_filter'])
+  })
+})

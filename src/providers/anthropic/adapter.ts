@@ -53,7 +53,11 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
           )
           throw fromAnthropicStreamError(call.upstream.name, event)
         }
-        return { chunks: translate(event), last: event.type === 'message_stop' }
+        const chunks = translate(event)
+        // Out of order: an upstream protocol error, never a silently merged or empty answer.
+        const violation = translate.state.violation
+        if (violation !== undefined) throw malformedUpstream(call, `stream events out of order: ${violation}`)
+        return { chunks, last: event.type === 'message_stop' }
       })
       if (!completed) {
         // message_stop missing after a complete message_delta: the answer is whole, only the end marker was lost.

@@ -1,7 +1,7 @@
 import type { ChatCompletion, FinishReason, ReasoningDetail, ToolCall, Usage } from '../types.ts'
 import type { ChunkMeta } from '../shared/stream.ts'
 import { ANTHROPIC_REASONING_FORMAT } from './request.ts'
-import type { AnthropicMessage, AnthropicUsage } from './wire.ts'
+import type { AnthropicMessage, AnthropicStopDetails, AnthropicUsage } from './wire.ts'
 
 // Anthropic Message → OpenAI chat completion. Pure.
 
@@ -28,21 +28,39 @@ export function mapStopReason(r: string | null | undefined): FinishReason {
 
 /**
  * Anthropic counts cache reads and writes apart from `input_tokens`; OpenAI's prompt_tokens includes
- * them. Thinking is part of `output_tokens` and not reported apart: `reasoningTokens` is Junction's
- * estimate from the thinking text it saw (a lower bound: Claude 4 returns summarised thinking).
+ * them. Thinking is part of `output_tokens`: recent models report its share as
+ * `output_tokens_details.thinking_tokens`, used when present. Otherwise `estimatedReasoning` (Junction's
+ * estimate from the thinking text it saw, a lower bound: Claude 4 returns summarised thinking) is
+ * reported, marked `reasoning_tokens_estimated: true`.
  */
-export function toUsage(u: Partial<AnthropicUsage>, reasoningTokens = 0): Usage {
+export function toUsage(u: Partial<AnthropicUsage>, estimatedReasoning = 0): Usage {
   const cacheRead = u.cache_read_input_tokens ?? 0
   const cacheWrite = u.cache_creation_input_tokens ?? 0
   const prompt = (u.input_tokens ?? 0) + cacheRead + cacheWrite
   const completion = u.output_tokens ?? 0
+  const reported = u.output_tokens_details?.thinking_tokens
+  const details: NonNullable<Usage['completion_tokens_details']> =
+    typeof reported === 'number'
+      ? { reasoning_tokens: Math.min(reported, completion) }
+      : { reasoning_tokens: Math.min(estimatedReasoning, completion) }
+  if (typeof reported !== 'number' && estimatedReasoning > 0) details['reasoning_tokens_estimated'] = true
   return {
     prompt_tokens: prompt,
     completion_tokens: completion,
     total_tokens: prompt + completion,
     prompt_tokens_details: { cached_tokens: cacheRead, cache_write_tokens: cacheWrite },
-    completion_tokens_details: { reasoning_tokens: Math.min(reasoningTokens, completion) },
+    completion_tokens_details: details,
   }
+}
+
+/**
+ * A refusal's reason as OpenAI clients read it (`message.refusal`): the explanation, else the
+ * category; a generic sentence when the upstream gave neither.
+ */
+export function refusalText(d: AnthropicStopDetails | null | undefined): string {
+  if (d?.explanation) return d.explanation
+  if (d?.category) return `The model declined to answer (category: ${d.category}).`
+  return 'The model declined to answer.'
 }
 
 /** About four characters a token: only for the reasoning share, which Anthropic does not report. */
@@ -84,8 +102,9 @@ export function fromAnthropicMessage(
   }
   const message: ChatCompletion['choices'][number]['message'] = {
     role: 'assistant',
-    content: hasText || toolCalls.length === 0 ? text : null,
-    refusal: null,
+    // A refusal without text is OpenAI's shape: no content, the reason in `refusal`.
+    content: hasText || (toolCalls.length === 0 && msg.stop_reason !== 'refusal') ? text : null,
+    refusal: msg.stop_reason === 'refusal' ? refusalText(msg.stop_details) : null,
   }
   if (toolCalls.length > 0) message.tool_calls = toolCalls
   if (reasoning !== '') message.reasoning = reasoning

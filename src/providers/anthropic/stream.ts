@@ -4,21 +4,29 @@ import {
   estimateTokens,
   mapStopReason,
   redactedDetail,
+  refusalText,
   thinkingDetail,
   toUsage,
   type TranslateOptions,
 } from './response.ts'
-import type { AnthropicEvent, AnthropicUsage } from './wire.ts'
+import type { AnthropicEvent, AnthropicResponseBlock, AnthropicStopDetails, AnthropicUsage } from './wire.ts'
 
 // Anthropic stream events → OpenAI chunks, as they arrive. Pure apart from the state it keeps.
 // Sequence: message_start, then per content block content_block_start / _delta… / _stop, then
 // message_delta (stop_reason, final usage) and message_stop; ping anywhere.
 // https://docs.anthropic.com/en/docs/build-with-claude/streaming
+// A sequence out of that order (an event before message_start, a second message_start before
+// message_stop, a delta for a block never opened, message_stop without a stop reason) is recorded as
+// `state.violation`; the adapter ends the stream with an error instead of passing off a wrong answer.
 
 interface OpenBlock {
   type: string
   /** tool_use: position among this answer's tool calls (the OpenAI `index`). */
   toolIndex?: number
+  /** tool_use: the input content_block_start carried, sent whole if no delta brings any. */
+  input?: unknown
+  /** tool_use: some input_json_delta carried text. */
+  argsSent?: boolean
   thinking?: string
   signature?: string
   data?: string
@@ -39,6 +47,8 @@ export interface AnthropicStreamState {
   thinkingChars: number
   /** The usage chunk was emitted. */
   usageSent: boolean
+  /** The first protocol violation seen (see above); nothing after it is translated. */
+  violation?: string
 }
 
 export interface AnthropicChunkTranslator {
@@ -76,96 +86,141 @@ export function createChunkTranslator(
   }
   const mergeUsage = (u: Record<string, unknown> | undefined) => {
     if (!u) return
-    for (const [k, v] of Object.entries(u))
+    for (const [k, v] of Object.entries(u)) {
       if (typeof v === 'number') (state.usage as Record<string, number>)[k] = v
+      else if (k === 'output_tokens_details' && v && typeof v === 'object') {
+        state.usage.output_tokens_details = v as AnthropicUsage['output_tokens_details']
+      }
+    }
+  }
+  const violate = (what: string): ChatChunk[] => {
+    state.violation ??= what
+    return []
+  }
+  /** The stop reason (with a refusal's reason first): the answer's last delta. */
+  const finish = (reason: string, details: AnthropicStopDetails | null | undefined): ChatChunk[] => {
+    state.finishReason = mapStopReason(reason)
+    const out: ChatChunk[] = []
+    if (reason === 'refusal') out.push(chunk({ refusal: refusalText(details) }))
+    out.push(chunk({}, state.finishReason))
+    return out
   }
   const detail = (d: ReasoningDetail): ChatChunk => chunk({ reasoning_details: [d] })
 
   const translate = (event: AnthropicEvent): ChatChunk[] => {
     switch (event.type) {
-      case 'message_start':
+      case 'message_start': {
+        if (state.started && !state.stopped) return violate('a second message_start before message_stop')
+        if (state.stopped) return violate('message_start after message_stop')
         state.started = true
         id = event.message.id || id
         mergeUsage(event.message.usage)
-        return [chunk({ role: 'assistant', content: '' })]
-
-      case 'content_block_start': {
-        const b = event.content_block
-        const open: OpenBlock = { type: b.type }
-        state.blocks.set(event.index, open)
-        if (b.type === 'tool_use') {
-          const tb = b as { id: string; name: string }
-          open.toolIndex = state.toolCalls++
-          return [
-            chunk({
-              tool_calls: [
-                {
-                  index: open.toolIndex,
-                  id: tb.id,
-                  type: 'function',
-                  function: { name: tb.name, arguments: '' },
-                },
-              ],
-            }),
-          ]
+        const out = [chunk({ role: 'assistant', content: '' })]
+        // A message that arrives whole: its content and stop reason are in message_start.
+        for (const [i, block] of (event.message.content ?? []).entries()) {
+          out.push(...startBlock(-1 - i, block), ...stopBlock(-1 - i))
         }
-        if (b.type === 'thinking') {
-          open.thinking = ''
-          const start = (b as { thinking: string }).thinking
-          return start === '' ? [] : onThinking(open, start)
-        }
-        if (b.type === 'redacted_thinking') open.data = (b as { data: string }).data
-        if (b.type === 'text') {
-          const start = (b as { text: string }).text
-          return start === '' ? [] : [chunk({ content: start })]
-        }
-        return []
+        const stop = event.message.stop_reason
+        if (stop !== undefined && stop !== null) out.push(...finish(stop, event.message.stop_details))
+        return out
       }
+
+      case 'content_block_start':
+        if (!state.started || state.stopped) return violate('content_block_start outside a message')
+        return startBlock(event.index, event.content_block)
 
       case 'content_block_delta': {
         const open = state.blocks.get(event.index)
+        if (!open) return violate(`content_block_delta for block ${event.index}, which is not open`)
         const d = event.delta
         if (d.type === 'text_delta') return [chunk({ content: (d as { text: string }).text })]
-        if (d.type === 'input_json_delta' && open?.toolIndex !== undefined) {
+        if (d.type === 'input_json_delta' && open.toolIndex !== undefined) {
           const partial = (d as { partial_json: string }).partial_json
-          return partial === ''
-            ? []
-            : [chunk({ tool_calls: [{ index: open.toolIndex, function: { arguments: partial } }] })]
+          if (partial === '') return []
+          open.argsSent = true
+          return [chunk({ tool_calls: [{ index: open.toolIndex, function: { arguments: partial } }] })]
         }
-        if (d.type === 'thinking_delta' && open) return onThinking(open, (d as { thinking: string }).thinking)
-        if (d.type === 'signature_delta' && open)
+        if (d.type === 'thinking_delta') return onThinking(open, (d as { thinking: string }).thinking)
+        if (d.type === 'signature_delta')
           open.signature = (open.signature ?? '') + (d as { signature: string }).signature
         return []
       }
 
-      case 'content_block_stop': {
-        const open = state.blocks.get(event.index)
-        state.blocks.delete(event.index)
-        // A thinking block's detail goes out whole once its signature is known: a client that
-        // sends it back needs text and signature together.
-        if (open?.type === 'thinking' && !options.excludeReasoning) {
-          return [detail(thinkingDetail(open.thinking ?? '', open.signature, state.reasoningDetails++))]
+      case 'content_block_stop':
+        if (!state.blocks.has(event.index)) {
+          return violate(`content_block_stop for block ${event.index}, which is not open`)
         }
-        if (open?.type === 'redacted_thinking' && open.data !== undefined) {
-          return [detail(redactedDetail(open.data, state.reasoningDetails++))]
-        }
-        return []
-      }
+        return stopBlock(event.index)
 
       case 'message_delta':
+        if (!state.started || state.stopped) return violate('message_delta outside a message')
         mergeUsage(event.usage)
         if (event.delta.stop_reason === undefined || event.delta.stop_reason === null) return []
-        state.finishReason = mapStopReason(event.delta.stop_reason)
-        return [chunk({}, state.finishReason)]
+        return finish(event.delta.stop_reason, event.delta.stop_details)
 
       case 'message_stop':
+        if (!state.started) return violate('message_stop before message_start')
         state.stopped = true
+        if (state.finishReason === null) return violate('message_stop without a stop reason')
         return state.usageSent ? [] : [finalChunk()]
 
       // ping: keep-alive; error: the adapter turns it into a GatewayError before it gets here.
       default:
         return []
     }
+  }
+
+  function startBlock(index: number, b: AnthropicResponseBlock): ChatChunk[] {
+    const open: OpenBlock = { type: b.type }
+    state.blocks.set(index, open)
+    if (b.type === 'tool_use') {
+      const tb = b as { id: string; name: string; input?: unknown }
+      open.input = tb.input
+      open.toolIndex = state.toolCalls++
+      return [
+        chunk({
+          tool_calls: [
+            {
+              index: open.toolIndex,
+              id: tb.id,
+              type: 'function',
+              function: { name: tb.name, arguments: '' },
+            },
+          ],
+        }),
+      ]
+    }
+    if (b.type === 'thinking') {
+      open.thinking = ''
+      const start = (b as { thinking: string }).thinking
+      return start === '' ? [] : onThinking(open, start)
+    }
+    if (b.type === 'redacted_thinking') open.data = (b as { data: string }).data
+    if (b.type === 'text') {
+      const start = (b as { text: string }).text
+      return start === '' ? [] : [chunk({ content: start })]
+    }
+    return []
+  }
+
+  function stopBlock(index: number): ChatChunk[] {
+    const open = state.blocks.get(index)
+    state.blocks.delete(index)
+    // A tool whose input came whole (in content_block_start, or as one empty delta): the arguments a
+    // client reassembles must still be its input's JSON, `{}` for none.
+    if (open?.toolIndex !== undefined && !open.argsSent) {
+      const args = JSON.stringify(open.input ?? {})
+      return [chunk({ tool_calls: [{ index: open.toolIndex, function: { arguments: args } }] })]
+    }
+    // A thinking block's detail goes out whole once its signature is known: a client that
+    // sends it back needs text and signature together.
+    if (open?.type === 'thinking' && !options.excludeReasoning) {
+      return [detail(thinkingDetail(open.thinking ?? '', open.signature, state.reasoningDetails++))]
+    }
+    if (open?.type === 'redacted_thinking' && open.data !== undefined) {
+      return [detail(redactedDetail(open.data, state.reasoningDetails++))]
+    }
+    return []
   }
 
   function onThinking(open: OpenBlock, text: string): ChatChunk[] {

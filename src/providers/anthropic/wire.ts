@@ -113,11 +113,17 @@ export interface AnthropicRequest {
 // ---------------------------------------------------------------------------------------------
 // Response
 
+/** Recent models break `output_tokens` down: `thinking_tokens` is the share spent thinking. */
+const outputTokensDetailsSchema = z.looseObject({
+  thinking_tokens: z.number().int().min(0).nullable().optional(),
+})
+
 export const anthropicUsageSchema = z.looseObject({
   input_tokens: z.number().int().min(0).default(0),
   output_tokens: z.number().int().min(0).default(0),
   cache_creation_input_tokens: z.number().int().min(0).nullable().optional(),
   cache_read_input_tokens: z.number().int().min(0).nullable().optional(),
+  output_tokens_details: outputTokensDetailsSchema.nullable().optional(),
 })
 
 /** Usage inside stream events: only what the event carries (no defaults, which would overwrite). */
@@ -126,7 +132,16 @@ const eventUsageSchema = z.looseObject({
   output_tokens: z.number().int().min(0).nullable().optional(),
   cache_creation_input_tokens: z.number().int().min(0).nullable().optional(),
   cache_read_input_tokens: z.number().int().min(0).nullable().optional(),
+  output_tokens_details: outputTokensDetailsSchema.nullable().optional(),
 })
+
+/** Why the model refused (with `stop_reason: "refusal"`); both fields may be null. */
+export const stopDetailsSchema = z.looseObject({
+  type: z.string().optional(),
+  category: z.string().nullable().optional(),
+  explanation: z.string().nullable().optional(),
+})
+export type AnthropicStopDetails = z.infer<typeof stopDetailsSchema>
 
 const textBlock = z.looseObject({ type: z.literal('text'), text: z.string() })
 const toolUseBlock = z.looseObject({
@@ -160,6 +175,7 @@ export const anthropicMessageSchema = z.looseObject({
   content: z.array(anthropicResponseBlockSchema),
   stop_reason: z.string().nullable().optional(),
   stop_sequence: z.string().nullable().optional(),
+  stop_details: stopDetailsSchema.nullable().optional(),
   usage: anthropicUsageSchema,
 })
 
@@ -175,6 +191,10 @@ const messageStart = z.looseObject({
   message: z.looseObject({
     id: z.string(),
     model: z.string().optional(),
+    // Normally empty and null; a message that arrives whole carries them here.
+    content: z.array(anthropicResponseBlockSchema).optional(),
+    stop_reason: z.string().nullable().optional(),
+    stop_details: stopDetailsSchema.nullable().optional(),
     usage: eventUsageSchema.optional(),
   }),
 })
@@ -208,6 +228,7 @@ const messageDelta = z.looseObject({
   delta: z.looseObject({
     stop_reason: z.string().nullable().optional(),
     stop_sequence: z.string().nullable().optional(),
+    stop_details: stopDetailsSchema.nullable().optional(),
   }),
   usage: eventUsageSchema.optional(),
 })

@@ -70,7 +70,8 @@ describe('fromAnthropicMessage', () => {
       completion_tokens: 146,
       total_tokens: 3233,
       prompt_tokens_details: { cached_tokens: 1024, cache_write_tokens: 2051 },
-      completion_tokens_details: { reasoning_tokens: 19 },
+      // Not reported by this recording: estimated from the thinking text, and marked so.
+      completion_tokens_details: { reasoning_tokens: 19, reasoning_tokens_estimated: true },
     })
   })
 
@@ -104,7 +105,24 @@ describe('fromAnthropicMessage', () => {
     expect(fromAnthropicMessage(message('max-tokens.json'), meta).choices[0]!.finish_reason).toBe('length')
     const refused = fromAnthropicMessage(message('refusal.json'), meta).choices[0]!
     expect(refused.finish_reason).toBe('content_filter')
-    expect(refused.message.content).toBe('')
+    // Without stop_details: OpenAI's refusal shape with a generic reason.
+    expect(refused.message.content).toBeNull()
+    expect(refused.message.refusal).toBe('The model declined to answer.')
+  })
+
+  it('puts a refusal’s explanation in message.refusal', () => {
+    const refused = fromAnthropicMessage(message('refusal-details.json'), meta).choices[0]!
+    expect(refused.finish_reason).toBe('content_filter')
+    expect(refused.message).toMatchObject({
+      content: null,
+      refusal: "This request asks for working malware, which I can't help with.",
+    })
+  })
+
+  it('reports the thinking tokens Anthropic counted, not an estimate', () => {
+    const c = fromAnthropicMessage(message('thinking-tokens.json'), meta)
+    expect(c.usage?.completion_tokens_details).toEqual({ reasoning_tokens: 139 })
+    expect(c.choices[0]!.message.content).toBe('7')
   })
 })
 
@@ -127,7 +145,12 @@ describe('toUsage', () => {
   it('caps the reasoning estimate at the output tokens', () => {
     expect(toUsage({ input_tokens: 1, output_tokens: 5 }, 50).completion_tokens_details).toEqual({
       reasoning_tokens: 5,
+      reasoning_tokens_estimated: true,
     })
+    expect(
+      toUsage({ input_tokens: 1, output_tokens: 5, output_tokens_details: { thinking_tokens: 3 } }, 50)
+        .completion_tokens_details,
+    ).toEqual({ reasoning_tokens: 3 })
   })
 })
 

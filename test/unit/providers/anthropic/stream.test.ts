@@ -187,4 +187,65 @@ describe('Anthropic stream translation', () => {
     })
     expect(r.ok && r.event && createChunkTranslator(meta)(r.event)).toEqual([])
   })
+
+  it('a tool input that arrives whole still reassembles to its JSON', async () => {
+    const translate = createChunkTranslator(meta)
+    const whole = reassemble((await parsedEvents('tool-no-args.sse')).flatMap(translate))
+    expect(whole.calls).toEqual([
+      { id: 'toolu_01NoArgs', name: 'get_time', arguments: '{}' },
+      { id: 'toolu_01WholeInput', name: 'move', arguments: '{"player":"player1"}' },
+    ])
+    for (const c of whole.calls) expect(() => JSON.parse(c.arguments)).not.toThrow()
+    expect(whole.finish).toBe('tool_calls')
+    expect(translate.state.violation).toBeUndefined()
+  })
+
+  it('translates a message whose content and stop reason come in message_start', async () => {
+    const translate = createChunkTranslator(meta)
+    const whole = reassemble((await parsedEvents('whole-message-start.sse')).flatMap(translate))
+    expect(whole.calls).toEqual([{ id: 'toolu_01Whole', name: 'roll_dice', arguments: '{"sides":6}' }])
+    expect(whole.finish).toBe('tool_calls')
+    expect(whole.usage).toMatchObject({ prompt_tokens: 50, completion_tokens: 20 })
+    expect(translate.state.violation).toBeUndefined()
+  })
+
+  it('marks a message_stop without any stop reason as a protocol violation', async () => {
+    const translate = createChunkTranslator(meta)
+    const chunks = (await parsedEvents('no-stop-reason.sse')).flatMap(translate)
+    expect(translate.state.violation).toBe('message_stop without a stop reason')
+    expect(chunks.some((c) => c.usage)).toBe(false)
+  })
+
+  it('marks a second message_start inside an unfinished message as a protocol violation', async () => {
+    const translate = createChunkTranslator(meta)
+    const events = await parsedEvents('second-message-start.sse')
+    const before = events.slice(0, 3).flatMap(translate)
+    expect(translate.state.violation).toBeUndefined()
+    expect(translate(events[3]!)).toEqual([])
+    expect(translate.state.violation).toBe('a second message_start before message_stop')
+    expect(before).toHaveLength(3)
+  })
+
+  it('a delta for a block never opened is a violation', () => {
+    const translate = createChunkTranslator(meta)
+    translate({ type: 'message_start', message: { id: 'm' } })
+    translate({ type: 'content_block_delta', index: 3, delta: { type: 'text_delta', text: 'x' } })
+    expect(translate.state.violation).toBe('content_block_delta for block 3, which is not open')
+  })
+
+  it('streams a refusal’s explanation as delta.refusal before the finish', async () => {
+    const chunks = (await parsedEvents('refusal-stream.sse')).flatMap(createChunkTranslator(meta))
+    const ds = deltas(chunks)
+    expect(ds.map((d) => d.refusal).filter(Boolean)).toEqual([
+      "This request asks for working malware, which I can't help with.",
+    ])
+    expect(reassemble(chunks).finish).toBe('content_filter')
+  })
+
+  it('reports the thinking tokens Anthropic counted when the stream carries them', async () => {
+    const translate = createChunkTranslator(meta)
+    const whole = reassemble((await parsedEvents('thinking-tokens.sse')).flatMap(translate))
+    expect(whole.usage?.completion_tokens_details).toEqual({ reasoning_tokens: 139 })
+    expect(whole.content).toBe('7')
+  })
 })
