@@ -439,6 +439,9 @@ const envSchema = z.object({
   GATEWAY_DATABASE_URL: z.string().min(1).optional(),
 })
 
+/** Every environment variable the gateway reads itself (provider presets add their key and base URL). */
+export const ENV_VARIABLES: readonly string[] = Object.keys(envSchema.shape)
+
 function describeZod(err: z.ZodError, prefix: string): string {
   return err.issues.map((i) => `${prefix}${formatPath(i.path) ?? '(root)'}: ${i.message}`).join('; ')
 }

@@ -293,7 +293,11 @@ function rateHeaders(d: RateDecision, t: number): Record<string, string> {
 function rateLimited(what: 'requests' | 'tokens', d: RateDecision, t: number): GatewayError {
   const headers = rateHeaders(d, t)
   headers['retry-after'] = String(Math.max(1, Math.ceil((d.resetAt - t) / 1000)))
-  return new GatewayError('rate_limit_exceeded', `rate limit of ${d.limit} ${what} per minute reached`, {
-    headers,
-  })
+  // Tells this 429 (the account's own limit) from an upstream's (`x-ratelimit-scope: upstream`).
+  headers['x-ratelimit-scope'] = what === 'requests' ? 'account-requests' : 'account-tokens'
+  return new GatewayError(
+    'rate_limit_exceeded',
+    `the account's rate limit of ${d.limit} ${what} per minute is reached`,
+    { headers },
+  )
 }

@@ -260,6 +260,7 @@ describe('admission', () => {
     }
     expect(statuses).toEqual([200, 200, 200, 429])
     expect(Number(last!.headers.get('retry-after'))).toBeGreaterThan(0)
+    expect(last!.headers.get('x-ratelimit-scope')).toBe('account-requests')
     expect(last!.headers.get('x-ratelimit-remaining')).toBe('0')
     expect(Number(last!.headers.get('x-ratelimit-reset'))).toBeGreaterThan(0)
     expect((await json(last!)).error).toMatchObject({

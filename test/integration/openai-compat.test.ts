@@ -399,6 +399,7 @@ describe('openai-compat upstream: error responses', () => {
     const res = await post(gw, '/v1/chat/completions', hello)
     expect(res.status).toBe(429)
     expect(res.headers.get('retry-after')).toBe('7')
+    expect(res.headers.get('x-ratelimit-scope')).toBe('upstream')
     const body = (await res.json()) as ErrorEnvelope
     expect(body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limit_exceeded' })
   })

@@ -18,13 +18,17 @@ export interface ServerProcess {
  * Tracks the processes a test file starts and kills any still running after each test. Returns the
  * function that starts one (resolving once it listens).
  */
-export function useServerProcesses(): (env: Record<string, string>, cwd?: string) => Promise<ServerProcess> {
+export function useServerProcesses(): (
+  env: Record<string, string>,
+  cwd?: string,
+  nodeArgs?: string[],
+) => Promise<ServerProcess> {
   const children: ChildProcess[] = []
   afterEach(() => {
     for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
   })
-  return async (env, cwd) => {
-    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', serverPath], {
+  return async (env, cwd, nodeArgs = ['--disable-warning=ExperimentalWarning']) => {
+    const child = spawn(process.execPath, [...nodeArgs, serverPath], {
       cwd,
       env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

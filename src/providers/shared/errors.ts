@@ -27,7 +27,7 @@ export function rateLimited(
   retryAfter: string | undefined,
   fallback?: string,
 ): UpstreamError {
-  const headers: Record<string, string> = {}
+  const headers: Record<string, string> = { 'x-ratelimit-scope': 'upstream' }
   const after = retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : fallback
   if (after) headers['retry-after'] = after
   return new UpstreamError('rate_limit_exceeded', `upstream ${provider} is rate limiting (429)`, {
