@@ -1,0 +1,50 @@
+import { readFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import { hashKey, loadConfig } from '../../src/config.ts'
+
+// The README's configuration examples are what users copy: each must load as printed.
+
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+
+/** The JSON blocks of a README section. */
+function jsonBlocks(heading: string): string[] {
+  const from = readme.indexOf(`\n## ${heading}\n`)
+  const to = readme.indexOf('\n## ', from + 1)
+  const section = readme.slice(from, to)
+  return [...section.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => m[1] as string)
+}
+
+const load = (json: string) => loadConfig({ GATEWAY_CONFIG: 'junction.json' }, () => json)
+
+describe('README configuration examples', () => {
+  it('the Configuration example loads as printed, with no variable set', () => {
+    const [example] = jsonBlocks('Configuration')
+    const config = load(example as string)
+    expect(config.providers['local']?.apiKey).toBeUndefined()
+    expect(config.accounts[0]?.keys).toEqual([
+      { sha256: hashKey('sk-acme-change-me') },
+      { sha256: hashKey('sk-acme-second-key') },
+    ])
+    expect(config.models.map((m) => m.slug)).toEqual(['local/llama', 'local/embed'])
+  })
+
+  it('the Routing and resilience example loads as printed', () => {
+    const [example] = jsonBlocks('Routing and resilience')
+    const config = load(example as string)
+    expect(config.models[0]).toMatchObject({ slug: 'team/llama', routing: 'round_robin', quality: 70 })
+    expect(config.providers['west']?.retry.attemptsPerDeployment).toBe(1)
+    expect(config.routing.breaker).toEqual({ failureThreshold: 5, cooldownMs: 30_000 })
+  })
+
+  it('an apiKeyEnv naming an unset variable stops the start, naming it', () => {
+    expect(() =>
+      load(
+        JSON.stringify({
+          providers: {
+            local: { kind: 'openai-compat', baseUrl: 'http://127.0.0.1:1/v1', apiKeyEnv: 'NOPE_KEY' },
+          },
+        }),
+      ),
+    ).toThrow('providers.local.apiKeyEnv: environment variable NOPE_KEY is not set')
+  })
+})
