@@ -15,8 +15,10 @@ import { FILE_PURPOSES, type FilePurpose, type StoredFile } from '../store/files
 export const MULTIPART_LIMITS = {
   files: 1,
   /** `purpose`, and room for fields OpenAI SDKs may add (`expires_after[…]`), which are ignored. */
-  fields: 8,
+  fields: 9,
+  /** The file and 9 fields. */
   parts: 10,
+  /** Checked by the route (busboy does not enforce it). */
   fieldNameSize: 100,
   fieldSize: 1024,
   headerPairs: 20,
@@ -109,9 +111,23 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
           if (part.file.truncated) throw new FileTooLargeError(maxFileBytes)
           filename = (part.filename || 'file').slice(0, MAX_FILENAME_LENGTH)
           declaredType = part.mimetype
+        } else if (
+          part.fieldnameTruncated ||
+          Buffer.byteLength(part.fieldname) > MULTIPART_LIMITS.fieldNameSize
+        ) {
+          // busboy does not bound names itself: checked here.
+          problem ??= invalidRequest(
+            'invalid_value',
+            `a form field's name is longer than ${MULTIPART_LIMITS.fieldNameSize} bytes`,
+          )
+        } else if (part.valueTruncated) {
+          problem ??= invalidRequest(
+            'invalid_value',
+            `form field ${part.fieldname} is longer than ${MULTIPART_LIMITS.fieldSize} bytes`,
+            part.fieldname,
+          )
         } else if (part.fieldname === 'purpose') {
           purpose = String(part.value)
-          if (part.valueTruncated) purpose = '(too long)'
         } else if (part.fieldname === 'file') {
           problem ??= invalidRequest(
             'invalid_value',

@@ -560,6 +560,33 @@ describe('file limits', () => {
     await deleteAll()
   })
 
+  it('refuses what the README says is refused: over 10 parts, a 101-byte field name, a 1,025-byte value', async () => {
+    const file = { name: 'file', filename: 'a.txt', type: 'text/plain', data: Buffer.from('x') }
+    const purpose = { name: 'purpose', value: 'user_data' }
+    const send = (parts: FormPart[]) => upload(gw.origin, parts)
+    const extra = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `extra_${i}`, value: 'v' }))
+    // 10 parts (the file, purpose and 8 more fields) are accepted, and the extra fields ignored.
+    const ten = await send([purpose, ...extra(8), file])
+    expect(ten.status).toBe(200)
+    const refusals = [
+      await send([purpose, ...extra(9), file]),
+      await send([purpose, { name: 'n'.repeat(101), value: 'v' }, file]),
+      await send([purpose, { name: 'note', value: 'v'.repeat(1025) }, file]),
+      await send([{ name: 'purpose', value: 'u'.repeat(1025) }, file]),
+    ]
+    expect(refusals.map((r) => r.status)).toEqual([400, 400, 400, 400])
+    expect(refusals.map((r) => json(r).error.code)).toEqual([
+      'invalid_value',
+      'invalid_value',
+      'invalid_value',
+      'invalid_value',
+    ])
+    expect(json(refusals[2]!).error.param).toBe('note')
+    // Only the accepted upload left a file.
+    expect((await client.files.list()).data).toHaveLength(1)
+    await deleteAll()
+  })
+
   it('refuses an upload that would take the account over its byte quota', async () => {
     await client.files.create({ purpose: 'user_data', file: await toFile(Buffer.alloc(60 * 1024), 'a.bin') })
     await client.files.create({ purpose: 'user_data', file: await toFile(Buffer.alloc(60 * 1024), 'b.bin') })
