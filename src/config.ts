@@ -67,6 +67,8 @@ export interface RoutingConfig {
 export interface AccountKeyConfig {
   /** SHA-256 of the key, lowercase hex. Plain keys from the config file are hashed at load. */
   sha256: string
+  /** The first characters of a key given in plain text, for the admin API's listing (as for issued keys). */
+  prefix?: string
 }
 
 export interface AccountConfig {
@@ -169,6 +171,8 @@ export interface Config {
 }
 
 export const DEV_KEY = 'sk-dev'
+/** How much of a key the admin API shows (issued keys and plain keys of the config file). */
+export const KEY_PREFIX_LENGTH = 10
 export const DEV_CREDITS_USD = 100
 
 const hex64 = /^[0-9a-f]{64}$/
@@ -486,7 +490,11 @@ export function loadConfig(
   const accounts: AccountConfig[] = file.accounts.map((a) => ({
     id: a.id,
     name: a.name ?? a.id,
-    keys: a.keys.map((k) => ({ sha256: typeof k === 'string' ? hashKey(k) : k.sha256 })),
+    keys: a.keys.map((k) =>
+      typeof k === 'string'
+        ? { sha256: hashKey(k), prefix: k.slice(0, KEY_PREFIX_LENGTH) }
+        : { sha256: k.sha256 },
+    ),
     initialCredits: usd(a.credits),
     discountPpm: toPpm(a.discountPercent),
     modelDiscountsPpm: Object.fromEntries(Object.entries(a.modelDiscounts).map(([m, r]) => [m, toPpm(r)])),
@@ -500,7 +508,7 @@ export function loadConfig(
     accounts.push({
       id: 'dev',
       name: 'development',
-      keys: [{ sha256: hashKey(DEV_KEY) }],
+      keys: [{ sha256: hashKey(DEV_KEY), prefix: DEV_KEY }],
       initialCredits: usd(DEV_CREDITS_USD),
       discountPpm: 0,
       modelDiscountsPpm: {},

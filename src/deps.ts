@@ -100,7 +100,7 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
         id: `key_${key.sha256.slice(0, 16)}`,
         accountId: a.id,
         hash: key.sha256,
-        prefix: '',
+        prefix: key.prefix ?? '',
         createdAt: now,
       })
     }

@@ -2,7 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsync } from 'fastify'
 import { z } from 'zod'
 import { discountRateSchema as rate } from '../schemas/billing.ts'
-import { hashKey } from '../config.ts'
+import { hashKey, KEY_PREFIX_LENGTH } from '../config.ts'
 import { toGenerationBody } from '../billing/generation.ts'
 import { fromPpm, toPpm, toUsd, usd } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
@@ -34,7 +34,8 @@ const createAccountBody = z
 
 const creditsBody = z
   .object({
-    amount: z.number().refine((n) => n !== 0 && Math.abs(n) <= 1e9, 'must be non-zero, at most 1e9'),
+    // Credits are only added: a negative amount would let an operator's typo take an account below zero.
+    amount: z.number().positive('must be above zero (credits are only added)').max(1e9),
   })
   .strict()
 const discountBody = z
@@ -67,6 +68,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
   })
 
   const store = deps.store
+  const defaults = deps.config.limits.defaultRateLimits
   const accountView = async (a: Account) => {
     const c = await store.ledger.credits(a.id, deps.now())
     return {
@@ -78,9 +80,14 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
       model_discounts: Object.fromEntries(
         Object.entries(a.modelDiscountsPpm).map(([m, p]) => [m, fromPpm(p)]),
       ),
+      // The limits in force: the account's own, else limits.rateLimits of the config file.
       rate_limits: {
-        requests_per_minute: a.rateLimits.requestsPerMinute ?? null,
-        tokens_per_minute: a.rateLimits.tokensPerMinute ?? null,
+        requests_per_minute: a.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute ?? null,
+        tokens_per_minute: a.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute ?? null,
+      },
+      rate_limits_inherited: {
+        requests_per_minute: a.rateLimits.requestsPerMinute === undefined,
+        tokens_per_minute: a.rateLimits.tokensPerMinute === undefined,
       },
       credits: {
         total_credits: toUsd(c.totalCredits),
@@ -133,7 +140,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
       id: `key_${randomBytes(8).toString('hex')}`,
       accountId: account.id,
       hash: hashKey(key),
-      prefix: key.slice(0, 10),
+      prefix: key.slice(0, KEY_PREFIX_LENGTH),
       createdAt: deps.now(),
     }
     await store.accounts.addKey(record)
@@ -155,7 +162,8 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
       data: keys.map((k) => ({
         id: k.id,
         object: 'api_key',
-        prefix: k.prefix,
+        // Keys given to the config file as SHA-256 have no known prefix.
+        prefix: k.prefix === '' ? null : k.prefix,
         created_at: Math.floor(k.createdAt / 1000),
       })),
     }

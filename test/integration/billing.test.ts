@@ -386,5 +386,30 @@ describe('admin API', () => {
     expect(list.data.map((a: { id: string }) => a.id)).toEqual(expect.arrayContaining(['dev', 'acme']))
     expect((await post(g, '/admin/accounts/nobody/credits', { amount: 1 }, admin)).status).toBe(404)
     expect((await post(g, '/admin/accounts/acme/credits', { amount: 'lots' }, admin)).status).toBe(400)
+    // Credits are only added: a negative amount is refused and changes nothing.
+    const debit = await post(g, '/admin/accounts/acme/credits', { amount: -5 }, admin)
+    expect(debit.status).toBe(400)
+    expect((await json(debit)).error.param).toBe('amount')
+    expect((await json(get(g, '/admin/accounts/acme', admin))).credits.total_credits).toBe(3.75)
+  })
+
+  it('shows the rate limits in force (inherited ones marked) and the prefix of config-file keys', async () => {
+    const g = await gateway({
+      limits: { rateLimits: { requestsPerMinute: 1200 } },
+      accounts: [
+        {
+          id: 'plain',
+          keys: ['sk-plain-key-0001', { sha256: 'a'.repeat(64) }],
+          rateLimits: { tokensPerMinute: 50 },
+        },
+      ],
+    })
+    const acct = await json(get(g, '/admin/accounts/plain', admin))
+    expect(acct.rate_limits).toEqual({ requests_per_minute: 1200, tokens_per_minute: 50 })
+    expect(acct.rate_limits_inherited).toEqual({ requests_per_minute: true, tokens_per_minute: false })
+    const keys = await json(get(g, '/admin/accounts/plain/keys', admin))
+    expect(keys.data.map((k: { prefix: string | null }) => k.prefix)).toEqual(
+      expect.arrayContaining(['sk-plain-k', null]),
+    )
   })
 })

@@ -65,13 +65,13 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/accounts/)
   })
 
-  it('accepts keys in plain text or as SHA-256, and stores only hashes', () => {
+  it('accepts keys in plain text or as SHA-256, and keeps only hashes (and a plain key’s prefix)', () => {
     const c = withFile({
       accounts: [{ id: 'acme', keys: ['sk-acme-0001', { sha256: hashKey('sk-acme-0002') }] }],
     })
     expect(c.devAccount).toBe(false)
     expect(c.accounts[0]?.keys).toEqual([
-      { sha256: hashKey('sk-acme-0001') },
+      { sha256: hashKey('sk-acme-0001'), prefix: 'sk-acme-00' },
       { sha256: hashKey('sk-acme-0002') },
     ])
   })

@@ -22,7 +22,7 @@ describe('README configuration examples', () => {
     const config = load(example as string)
     expect(config.providers['local']?.apiKey).toBeUndefined()
     expect(config.accounts[0]?.keys).toEqual([
-      { sha256: hashKey('sk-acme-change-me') },
+      { sha256: hashKey('sk-acme-change-me'), prefix: 'sk-acme-ch' },
       { sha256: hashKey('sk-acme-second-key') },
     ])
     expect(config.models.map((m) => m.slug)).toEqual(['local/llama', 'local/embed'])
