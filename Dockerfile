@@ -24,8 +24,12 @@ RUN mkdir -p /app/data/files && chown -R node:node /app/data
 VOLUME /app/data
 USER node
 EXPOSE 8080
-# slim has no curl: node's own fetch asks /healthz on the configured port.
+# slim has no curl: src/healthcheck.ts asks /healthz where the configuration (PORT, HOST or the
+# config file's server section) says the gateway listens.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-# The gateway handles SIGTERM itself (drains in-flight requests), so it can run as PID 1.
+  CMD ["node", "--disable-warning=ExperimentalWarning", "src/healthcheck.ts"]
+# The gateway handles SIGTERM itself (drains in-flight requests), so it can run as PID 1. docker
+# stop waits 10 s by default before SIGKILL, less than the 30 s shutdown grace: run with
+# --stop-timeout 35 (compose: stop_grace_period: 35s), or lower GATEWAY_SHUTDOWN_GRACE_MS.
+STOPSIGNAL SIGTERM
 CMD ["node", "--disable-warning=ExperimentalWarning", "src/server.ts"]
