@@ -52,9 +52,14 @@ const unsupported: Record<UnsupportedParam, string> = {
 
 /**
  * Gemini 2.5 takes a token budget (0 turns thinking off on Flash models; Pro cannot stop thinking);
- * Gemini 3 takes a level and thinks always. Thought summaries are asked for unless `exclude`.
+ * Gemini 3 takes a level and thinks always: a `reasoning.max_tokens` becomes `low` up to
+ * GEMINI3_LOW_BUDGET tokens and `high` above (a budget is only a legacy field there, and sending both
+ * is a 400). Thought summaries are asked for unless `exclude`.
  * https://ai.google.dev/gemini-api/docs/thinking
  */
+/** The largest `reasoning.max_tokens` sent to Gemini 3 as `thinkingLevel: low` (2.5's low effort × 4). */
+export const GEMINI3_LOW_BUDGET = 4096
+
 export function toThinkingConfig(req: ChatRequest, model: string): GeminiThinkingConfig | undefined {
   const r = resolveReasoning(req)
   if (!r) return undefined
@@ -64,7 +69,10 @@ export function toThinkingConfig(req: ChatRequest, model: string): GeminiThinkin
     return /flash/.test(model) ? { thinkingBudget: 0 } : undefined
   }
   const includeThoughts = !r.exclude
-  if (r.maxTokens !== undefined) return { thinkingBudget: r.maxTokens, includeThoughts }
+  if (r.maxTokens !== undefined) {
+    if (gemini3) return { thinkingLevel: r.maxTokens <= GEMINI3_LOW_BUDGET ? 'low' : 'high', includeThoughts }
+    return { thinkingBudget: r.maxTokens, includeThoughts }
+  }
   if (r.effort === undefined) return { includeThoughts }
   if (gemini3) return { thinkingLevel: r.effort === 'low' ? 'low' : 'high', includeThoughts }
   return { thinkingBudget: effortBudgets[r.effort], includeThoughts }

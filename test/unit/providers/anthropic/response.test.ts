@@ -166,7 +166,9 @@ describe('fromAnthropicError', () => {
   it('maps 429 to rate_limit_exceeded and passes retry-after on', () => {
     const e = fromAnthropicError('anthropic', 429, errorBody('rate-limit-429.json'), '17')
     expect(e).toMatchObject({ status: 429, code: 'rate_limit_exceeded', headers: { 'retry-after': '17' } })
-    expect(fromAnthropicError('anthropic', 429, '', 'soon').headers).toEqual({})
+    expect(fromAnthropicError('anthropic', 429, '', 'soon').headers).toEqual({
+      'x-ratelimit-scope': 'upstream',
+    })
   })
 
   it("returns the provider's message for a 400 the request caused, secrets removed", () => {

@@ -433,6 +433,18 @@ describe('toThinkingConfig', () => {
     ['off on Flash', { reasoning: { enabled: false } }, MODEL, { thinkingBudget: 0 }],
     ['off on 2.5 Pro (cannot stop thinking)', { reasoning_effort: 'none' }, 'gemini-2.5-pro', undefined],
     ['off on 3', { reasoning_effort: 'none' }, 'gemini-3-flash-preview', { thinkingLevel: 'low' }],
+    [
+      'a budget on 3 becomes a level, never thinkingBudget',
+      { reasoning: { enabled: true, max_tokens: 5000 } },
+      'gemini-3-pro-preview',
+      { thinkingLevel: 'high', includeThoughts: true },
+    ],
+    [
+      'a small budget on 3 is low',
+      { reasoning: { enabled: true, max_tokens: 4096 } },
+      'gemini-3-pro-preview',
+      { thinkingLevel: 'low', includeThoughts: true },
+    ],
   ] as const)('%s', (_name, fields, model, expected) => {
     expect(toThinkingConfig({ ...base, ...fields } as ChatRequest, model)).toEqual(expected)
   })

@@ -200,7 +200,10 @@ describe('fromGeminiError', () => {
       headers: { 'retry-after': '28' },
       retryable: true,
     })
-    expect(fromGeminiError('google', 429, '', '5').headers).toEqual({ 'retry-after': '5' })
+    expect(fromGeminiError('google', 429, '', '5').headers).toEqual({
+      'retry-after': '5',
+      'x-ratelimit-scope': 'upstream',
+    })
   })
 
   it('treats an invalid key (400 API_KEY_INVALID) as the gateway problem it is', () => {
