@@ -1,0 +1,92 @@
+import { execFile } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { afterAll, describe, expect, it } from 'vitest'
+import { useServerProcesses } from '../support/server-process.ts'
+
+// The README's curl examples, run as written by bash and curl against the real server (only the
+// address is changed to the test's port, and a listed file's id put in for the `file-…` placeholder).
+
+const run = promisify(execFile)
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+const start = useServerProcesses()
+const dirs: string[] = []
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+
+/** The shell blocks of a README section. */
+function shBlocks(heading: string): string[] {
+  const from = readme.indexOf(`\n## ${heading}`)
+  const section = readme.slice(from, readme.indexOf('\n## ', from + 1))
+  return [...section.matchAll(/```(?:sh|bash)\n([\s\S]*?)```/g)]
+    .map((m) => m[1] as string)
+    .filter((b) => b.includes('curl '))
+}
+
+/** Runs a block in bash from `cwd`, each curl reporting its status; returns [status, body] per curl. */
+async function runBlock(block: string, origin: string, cwd: string): Promise<[number, string][]> {
+  // Every curl of the block reports its status after its output.
+  const script =
+    `curl() { command curl "$@" -w '\\n@@%{http_code}@@\\n'; }\n` +
+    block.replaceAll('localhost:8080', origin.replace('http://', ''))
+  const { stdout } = await run('bash', ['-c', script], { cwd })
+  return [...stdout.matchAll(/([\s\S]*?)\n?@@(\d{3})@@\n/g)].map((m) => [
+    Number(m[2]),
+    (m[1] as string).trim(),
+  ])
+}
+
+function workspace(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'junction-readme-'))
+  dirs.push(dir)
+  return dir
+}
+
+describe('README curl examples', () => {
+  it('Run it, the admin API and files: every example gives its documented status', async () => {
+    const dir = workspace()
+    const s = await start(
+      {
+        GATEWAY_DATABASE_URL: 'memory',
+        GATEWAY_FILES_DIR: join(dir, 'files'),
+        GATEWAY_ADMIN_KEY: 'change-me-admin-key-0123',
+      },
+      dir,
+    )
+    const [quick] = shBlocks('Run it')
+    const quickResults = await runBlock(quick as string, s.origin, dir)
+    expect(quickResults.map((r) => r[0])).toEqual([200, 200, 200, 200])
+    expect(quickResults[1]![1]).toContain('data: [DONE]')
+
+    const [adminBlock] = shBlocks('Accounts, credits and billing')
+    const adminResults = await runBlock(adminBlock as string, s.origin, dir)
+    expect(adminResults.map((r) => r[0])).toEqual([201, 201])
+    expect(JSON.parse(adminResults[1]![1]).key).toMatch(/^sk-jn-/)
+
+    writeFileSync(join(dir, 'report.pdf'), '%PDF-1.4 a tiny test document')
+    const [filesBlock] = shBlocks('Files')
+    const lines = (filesBlock as string).split('\n')
+    const uploaded = await runBlock(lines.slice(0, 2).join('\n'), s.origin, dir)
+    expect(uploaded.map((r) => r[0])).toEqual([200, 200])
+    const id = JSON.parse(uploaded[0]![1]).id as string
+    const rest = await runBlock(lines.slice(2).join('\n').replaceAll('file-…', id), s.origin, dir)
+    expect(rest.map((r) => r[0])).toEqual([200, 200])
+    expect(readFileSync(join(dir, 'report.pdf'), 'utf8')).toBe('%PDF-1.4 a tiny test document')
+  })
+
+  it('Routing and resilience: the example request answers with its example config', async () => {
+    const dir = workspace()
+    const section = readme.slice(readme.indexOf('\n## Routing and resilience'))
+    const config = /```json\n([\s\S]*?)```/.exec(section)?.[1] as string
+    writeFileSync(join(dir, 'junction.json'), config)
+    const s = await start({ GATEWAY_DATABASE_URL: 'memory', GATEWAY_CONFIG: join(dir, 'junction.json') }, dir)
+    const [block] = shBlocks('Routing and resilience')
+    const results = await runBlock(block as string, s.origin, dir)
+    // Nothing listens on the example's two upstreams here: the request's fallback answers.
+    expect(results.map((r) => r[0])).toEqual([200])
+    expect(JSON.parse(results[0]![1]).model).toBe('mock/chat')
+  })
+})
