@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { useTestDatabase } from '../support/postgres.ts'
-import { jsonOf, useServerProcesses, type ServerProcess } from '../support/server-process.ts'
+import { jsonOf, pricedMockModel, useServerProcesses, type ServerProcess } from '../support/server-process.ts'
 
 // Two gateway processes on one PostgreSQL database and one files directory (the shared-volume setup
 // of the README): they must behave as one gateway.
@@ -27,10 +27,7 @@ async function twoGateways(): Promise<[ServerProcess, ServerProcess]> {
   writeFileSync(
     config,
     JSON.stringify({
-      // Priced so every generation costs something.
-      models: [
-        { slug: 'mock/chat', provider: 'mock', upstreamModel: 'chat', pricing: { prompt: 3, completion: 7 } },
-      ],
+      models: [pricedMockModel],
       accounts: [{ id: 'limited', keys: [LIMITED_KEY], credits: 10, rateLimits: { requestsPerMinute: 3 } }],
     }),
   )

@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { usd } from '../../src/billing/money.ts'
-import { jsonOf, stopServer, useServerProcesses, type ServerProcess } from '../support/server-process.ts'
+import {
+  jsonOf,
+  pricedMockModel,
+  stopServer,
+  useServerProcesses,
+  type ServerProcess,
+} from '../support/server-process.ts'
 
 // server.ts as a user runs it, on the default embedded backend (a SQLite file): what a stop, clean
 // (SIGTERM) or not (SIGKILL), must not lose.
@@ -23,13 +29,10 @@ function workspace(): Record<string, string> {
   const dir = mkdtempSync(join(tmpdir(), 'junction-restart-'))
   dirs.push(dir)
   const config = join(dir, 'junction.json')
-  // Priced so that every generation costs something; an unpriced mock would make the sums trivial.
   writeFileSync(
     config,
     JSON.stringify({
-      models: [
-        { slug: 'mock/chat', provider: 'mock', upstreamModel: 'chat', pricing: { prompt: 3, completion: 7 } },
-      ],
+      models: [pricedMockModel],
     }),
   )
   return {

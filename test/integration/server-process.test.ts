@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -6,69 +6,41 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts'
 import { head, openRaw } from '../support/raw-http.ts'
+import { useServerProcesses, type ServerProcess } from '../support/server-process.ts'
 
 // server.ts as a user runs it: a real process, real signals.
 
-const serverPath = new URL('../../src/server.ts', import.meta.url).pathname
-
-interface Running {
-  child: ChildProcess
-  origin: string
-  output: () => string
+interface Running extends ServerProcess {
   /** Resolves when the server's output (stdout or stderr) matches `pattern`. */
   printed: (pattern: RegExp) => Promise<void>
 }
 
-const children: ChildProcess[] = []
 const fakes: FakeUpstream[] = []
 afterEach(async () => {
-  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL')
   for (const f of fakes.splice(0)) await f.close()
 })
-
-function run(env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', serverPath], {
-    // Memory unless the test names a database: no test writes the repository's ./data/junction.db.
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      GATEWAY_DATABASE_URL: 'memory',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  children.push(child)
-  return child
-}
+const server = useServerProcesses()
+// Memory unless the test names a database: no test writes the repository's ./data/junction.db.
+const run = (env: Record<string, string>): ChildProcess =>
+  server.spawn({ GATEWAY_DATABASE_URL: 'memory', ...env })
 
 async function start(env: Record<string, string>): Promise<Running> {
-  const child = run(env)
-  let out = ''
-  const origin = await new Promise<string>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      out += String(d)
-      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)
-      if (m?.[1]) resolve(m[1])
-    }
-    child.stdout?.on('data', onData)
-    child.stderr?.on('data', onData)
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)))
-  })
+  const s = await server({ GATEWAY_DATABASE_URL: 'memory', ...env })
+  const { child } = s
   const printed = (pattern: RegExp): Promise<void> =>
     new Promise((resolve) => {
       const check = (): void => {
-        if (!pattern.test(out)) return
+        if (!pattern.test(s.output())) return
         child.stdout?.off('data', check)
         child.stderr?.off('data', check)
         resolve()
       }
-      // Registered after start's own listener, so `out` already holds each new piece.
+      // Registered after start's own listener, so the output already holds each new piece.
       child.stdout?.on('data', check)
       child.stderr?.on('data', check)
       check()
     })
-  return { child, origin, output: () => out, printed }
+  return { ...s, printed }
 }
 
 /** An OpenAI chat chunk as the upstream streams it. */

@@ -7,6 +7,17 @@ import { afterEach, expect } from 'vitest'
 
 const serverPath = new URL('../../src/server.ts', import.meta.url).pathname
 
+/**
+ * A config-file model entry that prices the mock provider, so every generation costs something (an
+ * unpriced mock would make billing sums trivially 0).
+ */
+export const pricedMockModel = {
+  slug: 'mock/chat',
+  provider: 'mock',
+  upstreamModel: 'chat',
+  pricing: { prompt: 3, completion: 7 },
+} as const
+
 export interface ServerProcess {
   child: ChildProcess
   origin: string
@@ -14,26 +25,37 @@ export interface ServerProcess {
   output: () => string
 }
 
+export interface StartServer {
+  /** Starts one and resolves once it listens. */
+  (env: Record<string, string>, cwd?: string, nodeArgs?: string[]): Promise<ServerProcess>
+  /** Starts one without waiting (for a process expected to exit). */
+  spawn(env: Record<string, string>, cwd?: string, nodeArgs?: string[]): ChildProcess
+}
+
 /**
  * Tracks the processes a test file starts and kills any still running after each test. Returns the
- * function that starts one (resolving once it listens).
+ * function that starts one.
  */
-export function useServerProcesses(): (
-  env: Record<string, string>,
-  cwd?: string,
-  nodeArgs?: string[],
-) => Promise<ServerProcess> {
+export function useServerProcesses(): StartServer {
   const children: ChildProcess[] = []
   afterEach(() => {
     for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
   })
-  return async (env, cwd, nodeArgs = ['--disable-warning=ExperimentalWarning']) => {
+  const spawnServer = (
+    env: Record<string, string>,
+    cwd?: string,
+    nodeArgs = ['--disable-warning=ExperimentalWarning'],
+  ): ChildProcess => {
     const child = spawn(process.execPath, [...nodeArgs, serverPath], {
       cwd,
       env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     children.push(child)
+    return child
+  }
+  const start = async (env: Record<string, string>, cwd?: string, nodeArgs?: string[]) => {
+    const child = spawnServer(env, cwd, nodeArgs)
     let out = ''
     const origin = await new Promise<string>((resolve, reject) => {
       const onData = (d: Buffer) => {
@@ -47,6 +69,7 @@ export function useServerProcesses(): (
     })
     return { child, origin, output: () => out }
   }
+  return Object.assign(start, { spawn: spawnServer })
 }
 
 /** Stops the process with `signal` and waits for it to exit. */
