@@ -15,6 +15,10 @@ import { chatRoutes } from './routes/chat.ts'
 import { embeddingsRoutes } from './routes/embeddings.ts'
 import { filesRoutes } from './routes/files.ts'
 import { healthRoutes } from './routes/health.ts'
+import { metricsRoutes } from './routes/metrics.ts'
+import { continueTrace, type TraceContext } from './http/tracing.ts'
+import type { GenerationRecord } from './store/types.ts'
+import { toUsd } from './billing/money.ts'
 import { modelsRoutes } from './routes/models.ts'
 
 declare module 'fastify' {
@@ -22,6 +26,16 @@ declare module 'fastify' {
     /** Bytes of JSON bodies still arriving, across all connections (bounded by maxBufferedBodyBytes). */
     bodyBudget: BodyBudget
   }
+  interface FastifyRequest {
+    /** What the request's one log line and its metrics report. */
+    junction: RequestFacts
+  }
+}
+
+/** Facts gathered while a request is answered, for its log line and metrics. */
+export interface RequestFacts {
+  trace?: TraceContext
+  record?: GenerationRecord | null
 }
 
 const requestIdPattern = /^[0-9a-f]{32}$/
@@ -66,9 +80,12 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     },
     // The drain check below answers with the error envelope instead.
     return503OnClosing: false,
+    // One line per request, written in onResponse below, instead of Fastify's two.
+    disableRequestLogging: true,
     routerOptions: { ignoreTrailingSlash: true },
   })
   app.decorateRequest('account', null as never)
+  app.decorateRequest('junction', null as never)
   app.decorate('bodyBudget', createBodyBudget(server.maxBufferedBodyBytes))
   // Every body the API takes is JSON (multipart is added per route); plain text is a 415.
   app.removeContentTypeParser('text/plain')
@@ -88,6 +105,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // Callback style: this runs on every request, and a sync hook costs no promise.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    request.junction = { trace: continueTrace(request.headers.traceparent) }
     // server.ts waits for this to reach 0 after SIGTERM; 'close' comes after the answer or an abort.
     deps.lifecycle.inFlight++
     reply.raw.once('close', decrementInFlight)
@@ -141,9 +159,42 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     return reply.code(404).send(toErrorBody(e, request.id))
   })
 
+  // The request's one log line (info) and its metrics, once its answer ended or was cut.
+  app.addHook('onResponse', (request, reply, done) => {
+    const r = request.junction?.record ?? undefined
+    const route = request.routeOptions.url ?? 'unmatched'
+    const status = reply.statusCode
+    deps.metrics.requests.inc({ route, model: r?.model ?? '', provider: r?.provider ?? '', status })
+    deps.metrics.duration.observe({ route }, reply.elapsedTime / 1000)
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        status,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+        ...(r
+          ? {
+              generationId: r.generationId,
+              model: r.model,
+              provider: r.provider,
+              promptTokens: r.usage.prompt_tokens,
+              completionTokens: r.usage.completion_tokens,
+              cost: toUsd(r.cost),
+              firstByteMs: r.latencyMs,
+              attempts: r.attempts?.length,
+            }
+          : {}),
+        ...(request.junction?.trace ? { traceId: request.junction.trace.traceId } : {}),
+      },
+      'request',
+    )
+    done()
+  })
+
   await app.register(healthRoutes, { deps })
   if (deps.config.adminKey !== undefined) {
     await app.register(adminRoutes, { deps, adminKey: deps.config.adminKey })
+    await app.register(metricsRoutes, { deps, adminKey: deps.config.adminKey })
   }
   // Everything under /v1 and /routed needs an account.
   await app.register(async (api) => {

@@ -6,6 +6,7 @@ import { createProviderRegistry, type ProviderRegistry } from './providers/regis
 import { buildModelTable, type ModelTable } from './routing/model-table.ts'
 import { createRouter, type Router } from './routing/router.ts'
 import { createHealth, type Health } from './routing/health.ts'
+import { createMetrics, type Metrics } from './metrics.ts'
 import { createLocalFileStorage } from './files/local-storage.ts'
 import type { FileStorage } from './files/storage.ts'
 import { sweepOrphans } from './files/orphan-sweep.ts'
@@ -35,6 +36,8 @@ export interface Deps {
   router: Router
   /** Circuit breakers and latency averages of this process's deployments. */
   health: Health
+  /** Prometheus instruments (GET /metrics). */
+  metrics: Metrics
   /** Bytes of uploaded files; their metadata is in store.files. */
   fileStorage: FileStorage
   /** Counts tokens for usage estimates. */
@@ -150,6 +153,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     models,
     router,
     health,
+    metrics: createMetrics(),
     fileStorage,
     countTokens: overrides.countTokens ?? countTokens,
     stats: createMeteringStats(),

@@ -20,6 +20,10 @@ export const redactPaths = [
   'config.providers.*.apiKey',
 ]
 
+/**
+ * The root logger. Without a `destination` it writes to stdout asynchronously (a buffered SonicBoom
+ * that writes when the event loop is free, flushed on exit), so a slow stdout never blocks requests.
+ */
 export function createLogger(level: string, destination?: NodeJS.WritableStream): PinoLogger {
   return pino(
     {
@@ -28,6 +32,6 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream)
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: redactPaths, censor: '[redacted]' },
     },
-    destination as never,
+    destination ?? pino.destination({ dest: 1, sync: false }),
   )
 }

@@ -81,8 +81,11 @@ const MERGE_CACHE_SIZE = 10_000
 
 let counter: Promise<CountSync> | undefined
 
-/** Loads gpt-tokenizer's o200k_base encoding (≈0.2 s, ≈80 MB) on first use. */
-function loadCounter(): Promise<CountSync> {
+/**
+ * Loads gpt-tokenizer's o200k_base encoding (≈0.2 s, ≈80 MB) once. server.ts calls it before listening,
+ * so the first cut or cancelled stream does not stall the event loop loading it.
+ */
+export function loadCounter(): Promise<CountSync> {
   counter ??= import('gpt-tokenizer/encoding/o200k_base').then((m) => {
     m.setMergeCacheSize(MERGE_CACHE_SIZE)
     return (text) => m.countTokens(text, PLAIN_TEXT)

@@ -1,6 +1,7 @@
 import type { RoutingConfig } from '../config.ts'
 import { GatewayError, toGatewayError, UpstreamError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
+import type { Metrics } from '../metrics.ts'
 import type { UpstreamCall } from '../providers/types.ts'
 import type { Health } from '../routing/health.ts'
 import type { Candidate } from '../routing/router.ts'
@@ -26,6 +27,10 @@ export interface AttemptContext {
   now: () => number
   /** Waits before a retry of the same deployment; ends early (rejecting) when `signal` fires. */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+  /** Failed upstream calls are counted here when present. */
+  metrics?: Metrics
+  /** The W3C trace context sent with every upstream call (see tracing.ts). */
+  traceparent?: string
 }
 
 export interface Answered<T> {
@@ -91,6 +96,7 @@ export async function tryCandidates<T>(
             signal: ctx.signal,
             log: ctx.log,
             dispatcher: c.provider.dispatcher,
+            traceparent: ctx.traceparent,
             onFirstByte: () => {
               firstByteAt ??= now()
             },
@@ -105,6 +111,8 @@ export async function tryCandidates<T>(
           const status = err instanceof UpstreamError ? err.upstreamStatus : null
           s.endedAt = now()
           ctx.generation.attempted(attemptRecord(c, attemptStart, s.endedAt, status, e.code))
+          if (!ctx.signal.aborted)
+            ctx.metrics?.upstreamErrors.inc({ provider: c.deployment.provider, code: e.code })
           lastError = err
           if (ctx.signal.aborted) {
             health.neutral(c.key)

@@ -15,7 +15,8 @@ import type { Logger } from '../logger.ts'
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers/types.ts'
 import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
-import type { Account } from '../store/types.ts'
+import type { Account, GenerationRecord } from '../store/types.ts'
+import type { Metrics } from '../metrics.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
 import { beginGeneration, type Generation, type GenerationDeps, type Outcome } from './generation.ts'
 
@@ -32,6 +33,7 @@ export interface InferenceDeps extends GenerationDeps {
   countTokens?: TokenCounter
   /** Waits between retries of one deployment (tests replace it). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+  metrics?: Metrics
 }
 
 export interface ChatInput {
@@ -44,6 +46,10 @@ export interface ChatInput {
   log: Logger
   /** Called once the request is admitted, before any upstream call: its answer, error or not, carries these. */
   onAdmitted?: (generationId: string, headers: Record<string, string>) => void
+  /** Called once the generation is settled, with its record (the request's log line reads it). */
+  onRecord?: (record: GenerationRecord | null) => void
+  /** W3C trace context for the upstream calls. */
+  traceparent?: string
 }
 
 export type ChatStart =
@@ -88,6 +94,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     outputTokenBound: outputBound,
     // Bytes/4 is the usual tokens-per-text rule of thumb; the answer corrects it afterwards.
     tokenEstimate: Math.ceil(promptBound / 4) + Math.min(outputBound, 4_096),
+    onRecord: input.onRecord,
   })
   input.onAdmitted?.(generation.id, generation.headers)
   // The reservation assumed this output bound: every upstream is told it, so it holds.
@@ -97,7 +104,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
       : resolved
   const promptTokens = () => count(promptText(req))
 
-  const attempt = attemptContext(deps, generation, signal, log, promptTokens)
+  const attempt = attemptContext(deps, generation, signal, log, promptTokens, input.traceparent)
   if (!req.stream) {
     const { candidate, value: completion } = await tryCandidates(candidates, attempt, (c, call) =>
       c.provider.adapter.chat(upstreamReq, call),
@@ -171,6 +178,7 @@ export function attemptContext(
   signal: AbortSignal,
   log: Logger,
   promptTokens: () => Promise<number>,
+  traceparent?: string,
 ): AttemptContext {
   return {
     generation,
@@ -181,6 +189,8 @@ export function attemptContext(
     routing: deps.config.routing,
     now: deps.now,
     sleep: deps.sleep,
+    metrics: deps.metrics,
+    traceparent,
   }
 }
 

@@ -2,7 +2,7 @@ import { countTokens as defaultCount, embeddingTokenBound } from '../billing/tok
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { EmbeddingsRequest, EmbeddingsResponse } from '../providers/types.ts'
-import type { Account } from '../store/types.ts'
+import type { Account, GenerationRecord } from '../store/types.ts'
 import { answerHeaders, attemptContext, type InferenceDeps } from './chat.ts'
 import { tryCandidates } from './attempts.ts'
 import { beginGeneration } from './generation.ts'
@@ -15,6 +15,8 @@ export interface EmbeddingsInput {
   log: Logger
   /** Called once the request is admitted, before any upstream call: its answer, error or not, carries these. */
   onAdmitted?: (generationId: string, headers: Record<string, string>) => void
+  onRecord?: (record: GenerationRecord | null) => void
+  traceparent?: string
 }
 
 export interface EmbeddingsResult {
@@ -49,11 +51,12 @@ export async function createEmbeddings(
     promptTokenBound: bound,
     outputTokenBound: 0,
     tokenEstimate: Math.ceil(bound / 4),
+    onRecord: input.onRecord,
   })
   input.onAdmitted?.(generation.id, generation.headers)
   const estimate = async () => ({ promptTokens: await count(inputText(req)), completionTokens: 0 })
   const promptTokens = async () => (await estimate()).promptTokens
-  const ctx = attemptContext(deps, generation, signal, log, promptTokens)
+  const ctx = attemptContext(deps, generation, signal, log, promptTokens, input.traceparent)
   const { candidate, value: result } = await tryCandidates(candidates, ctx, (c, call) => {
     const embed = c.provider.adapter.embed as NonNullable<typeof c.provider.adapter.embed>
     return embed(req, call)

@@ -15,6 +15,8 @@ import type { Usage } from '../providers/types.ts'
 import type { Deployment, ServedModel } from '../routing/model-table.ts'
 import type { Account, AttemptRecord, GenerationRecord, GenerationUsage } from '../store/types.ts'
 import type { Renewals } from './renewals.ts'
+import { toUsd } from '../billing/money.ts'
+import type { Metrics } from '../metrics.ts'
 
 // One generation's life, shared by every kind of inference: admitted (rate limits, reservation),
 // kept alive while it runs (the reservation is renewed), then settled exactly once, priced at the
@@ -23,6 +25,8 @@ import type { Renewals } from './renewals.ts'
 export interface GenerationDeps extends MeteringDeps {
   now: () => number
   renewals: Renewals
+  /** Held credits, tokens, cost and time to first byte are counted here when present. */
+  metrics?: Metrics
 }
 
 export interface BeginGeneration {
@@ -38,6 +42,8 @@ export interface BeginGeneration {
   promptTokenBound: number
   outputTokenBound: number
   tokenEstimate: number
+  /** Called once with the record when the generation is settled (null when nothing was billed). */
+  onRecord?: (record: GenerationRecord | null) => void
 }
 
 export interface Outcome {
@@ -94,6 +100,8 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
   })
   const reservation = { id: admission.reservation.id, accountId: admission.reservation.accountId }
   const stopRenewing = deps.renewals.hold(reservation)
+  const held = toUsd(admission.reservation.amount)
+  deps.metrics?.reserved.inc(held)
 
   let firstByteAt: number | undefined
   const attempts: AttemptRecord[] = []
@@ -167,12 +175,18 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     },
     attempts,
     finish(outcome) {
-      finished ??= end(outcome).catch((err: unknown) => {
-        stopRenewing()
-        charged = false
-        deps.log.error({ err, generationId: b.generationId }, 'could not record or settle a generation')
-        return null
-      })
+      finished ??= end(outcome)
+        .catch((err: unknown) => {
+          stopRenewing()
+          charged = false
+          deps.log.error({ err, generationId: b.generationId }, 'could not record or settle a generation')
+          return null
+        })
+        .then((record) => {
+          observe(deps.metrics, held, record)
+          b.onRecord?.(record)
+          return record
+        })
       return finished
     },
     async finishBeforeDelivery(outcome) {
@@ -187,4 +201,14 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     },
   }
   return generation
+}
+
+function observe(metrics: Metrics | undefined, held: number, r: GenerationRecord | null): void {
+  if (!metrics) return
+  metrics.reserved.dec(held)
+  if (!r) return
+  metrics.tokens.inc({ model: r.model, kind: 'prompt' }, r.usage.prompt_tokens)
+  metrics.tokens.inc({ model: r.model, kind: 'completion' }, r.usage.completion_tokens)
+  metrics.cost.inc({ model: r.model }, toUsd(r.cost))
+  metrics.ttfb.observe({ model: r.model, provider: r.provider }, r.latencyMs / 1000)
 }

@@ -27,7 +27,12 @@ export async function postUpstream(
     const res = await request(url, {
       method: 'POST',
       dispatcher: call.dispatcher,
-      headers: { 'content-type': 'application/json', ...call.upstream.headers, ...headers },
+      headers: {
+        'content-type': 'application/json',
+        ...call.upstream.headers,
+        ...headers,
+        ...(call.traceparent ? { traceparent: call.traceparent } : {}),
+      },
       body: JSON.stringify(payload),
       signal: deadline.signal,
       headersTimeout: call.upstream.timeouts.firstByteMs,

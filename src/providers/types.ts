@@ -180,6 +180,8 @@ export interface UpstreamCall {
   dispatcher?: Dispatcher
   /** Called when the upstream's response starts (latency measurement). */
   onFirstByte?: () => void
+  /** W3C trace context to send upstream (the client's trace, this call as its parent span). */
+  traceparent?: string
 }
 
 export interface ProviderAdapter {

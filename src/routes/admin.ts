@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { discountRateSchema as rate } from '../schemas/billing.ts'
 import { hashKey, KEY_PREFIX_LENGTH } from '../config.ts'
@@ -54,18 +54,23 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
 
-export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> = async (
-  app,
-  { deps, adminKey },
-) => {
+/** An onRequest hook that lets only the admin key through (401 `invalid_admin_key` otherwise). */
+export function requireAdminKey(adminKey: string): (request: FastifyRequest) => Promise<void> {
   const expected = digest(adminKey)
-  app.addHook('onRequest', async (request) => {
+  return async (request) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
     // Digests have equal length, so the comparison is constant-time whatever was sent.
     if (!m?.[1] || !timingSafeEqual(digest(m[1]), expected)) {
       throw new GatewayError('invalid_admin_key', 'a valid admin key is required')
     }
-  })
+  }
+}
+
+export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> = async (
+  app,
+  { deps, adminKey },
+) => {
+  app.addHook('onRequest', requireAdminKey(adminKey))
 
   const store = deps.store
   const defaults = deps.config.limits.defaultRateLimits

@@ -17,6 +17,10 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
       signal,
       log: request.log,
       onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
+      onRecord: (record) => {
+        request.junction.record = record
+      },
+      traceparent: request.junction.trace?.traceparent,
     })
     reply.headers(started.headers)
     if (!started.stream) return started.completion
@@ -24,6 +28,8 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
       .header('content-type', 'text/event-stream; charset=utf-8')
       .header('cache-control', 'no-cache')
       .header('x-accel-buffering', 'no')
+    deps.metrics.openStreams.inc()
+    reply.raw.once('close', () => deps.metrics.openStreams.dec())
     const body = writeSse(started.chunks, { signal, requestId: request.id, log: request.log })
     return reply.send(Readable.from(body, { objectMode: false }))
   }

@@ -14,6 +14,10 @@ export const embeddingsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, 
       signal: upstreamSignal(reply),
       log: request.log,
       onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
+      onRecord: (record) => {
+        request.junction.record = record
+      },
+      traceparent: request.junction.trace?.traceparent,
     })
     reply.headers(result.headers)
     return result.body

@@ -1,0 +1,81 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+
+// What an operator graphs and alerts on, in the Prometheus text format (GET /metrics, behind the
+// admin key). prom-client keeps the numbers in memory per process: each instance is scraped on its own.
+
+export interface Metrics {
+  registry: Registry
+  /** Every HTTP answer: route (the pattern, never the raw URL), model, provider, status. */
+  requests: Counter<'route' | 'model' | 'provider' | 'status'>
+  /** Request received → answer ended, seconds. */
+  duration: Histogram<'route'>
+  /** Request received → first byte of the upstream's answer, seconds. */
+  ttfb: Histogram<'model' | 'provider'>
+  /** Upstream calls that failed, by provider and the error code they mapped to. */
+  upstreamErrors: Counter<'provider' | 'code'>
+  tokens: Counter<'model' | 'kind'>
+  /** Cost charged (after discount), USD. */
+  cost: Counter<'model'>
+  openStreams: Gauge
+  /** Credits this instance's running requests hold, USD. */
+  reserved: Gauge
+}
+
+const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+
+export function createMetrics(): Metrics {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry, prefix: 'junction_' })
+  const registers = [registry]
+  return {
+    registry,
+    requests: new Counter({
+      name: 'junction_requests_total',
+      help: 'HTTP requests answered, by route pattern, model, provider and status',
+      labelNames: ['route', 'model', 'provider', 'status'],
+      registers,
+    }),
+    duration: new Histogram({
+      name: 'junction_request_duration_seconds',
+      help: 'Time from request to the end of its answer',
+      labelNames: ['route'],
+      buckets: SECONDS,
+      registers,
+    }),
+    ttfb: new Histogram({
+      name: 'junction_time_to_first_byte_seconds',
+      help: "Time from request to the first byte of the upstream's answer",
+      labelNames: ['model', 'provider'],
+      buckets: SECONDS,
+      registers,
+    }),
+    upstreamErrors: new Counter({
+      name: 'junction_upstream_errors_total',
+      help: 'Upstream calls that failed, by provider and error code',
+      labelNames: ['provider', 'code'],
+      registers,
+    }),
+    tokens: new Counter({
+      name: 'junction_tokens_total',
+      help: 'Tokens billed, by model and kind (prompt, completion)',
+      labelNames: ['model', 'kind'],
+      registers,
+    }),
+    cost: new Counter({
+      name: 'junction_cost_usd_total',
+      help: 'Cost charged to accounts after discount, USD, by model',
+      labelNames: ['model'],
+      registers,
+    }),
+    openStreams: new Gauge({
+      name: 'junction_open_streams',
+      help: 'Streamed answers being sent now',
+      registers,
+    }),
+    reserved: new Gauge({
+      name: 'junction_reserved_credits_usd',
+      help: "Credits held by this instance's running requests, USD",
+      registers,
+    }),
+  }
+}
