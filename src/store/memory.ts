@@ -83,9 +83,6 @@ interface AccountState {
 }
 
 /** Accounts, their ledger and generation records over one state, so create and settle are one step. */
-/** Records past the per-account cap are dropped this many at a time. */
-const DROP_BATCH = 1024
-
 function createMemoryLedgerGroup(maxPerAccount = 50_000): {
   accounts: AccountStore
   ledger: LedgerStore
@@ -93,6 +90,7 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
   /** Retention: deletes the records created before `cutoff` (usage totals stay). */
   dropRecordsBefore(cutoff: number): void
 } {
+  const dropBatch = Math.max(1, Math.floor(maxPerAccount / 50))
   const states = new Map<string, AccountState>()
   const keys = new Map<string, ApiKeyRecord>() // by hash
   const records = new Map<string, GenerationRecord>()
@@ -204,8 +202,9 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
       s.usage += record.cost
       records.set(record.generationId, copyRecord(record))
       s.generations.push(record.generationId)
-      // Dropped in batches: shifting one id off a 50 000-long array on every request is a copy of it.
-      if (s.generations.length > maxPerAccount + DROP_BATCH) {
+      // Dropped in batches (a fiftieth of the cap): shifting one id off a 50 000-long array on every
+      // request is a copy of it.
+      if (s.generations.length - maxPerAccount >= dropBatch) {
         for (const id of s.generations.splice(0, s.generations.length - maxPerAccount)) records.delete(id)
       }
       return true
