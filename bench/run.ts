@@ -667,7 +667,10 @@ function printTargets(results: Record<TargetName, Figures>): void {
   const added = (t: Figures, key: string): number => (t[key] ?? Number.NaN) - (upstream[key] ?? Number.NaN)
   const line = (ok: boolean, text: string): void => console.log(`${verdict(ok)}  ${text}`)
 
-  console.log('Targets, for the shipped defaults (gw sqlite, info logging) against the bare proxy:')
+  const level = process.env['BENCH_LOG_LEVEL'] ?? 'info'
+  console.log(
+    `Targets, for the shipped defaults (gw sqlite, ${level} logging${level === 'info' ? '' : ': not the shipped info'}) against the bare proxy:`,
+  )
   const rpsRatio = (shipped.satRps ?? 0) / (floor.satRps ?? Number.NaN)
   line(rpsRatio >= 0.8, `requests/s ≥ 0.8× the bare proxy: ${rpsRatio.toFixed(2)}×`)
   const cpuRatio = (shipped.satCpu ?? Number.NaN) / (floor.satCpu ?? Number.NaN)
