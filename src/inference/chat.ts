@@ -158,6 +158,8 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
       count,
       outputBound,
       stats: deps.stats,
+      health: deps.health,
+      metrics: deps.metrics,
     }),
   }
 }
@@ -254,6 +256,9 @@ interface RelayContext {
   /** The output limit the upstream was sent. */
   outputBound: number
   stats: MeteringStats
+  /** A failure of the upstream after the stream started counts against its deployment's breaker. */
+  health: Health
+  metrics?: Metrics
 }
 
 /**
@@ -366,6 +371,13 @@ async function* relayChunks(
     }
     // The answer is complete: charged before [DONE] leaves, or it ends with an error event instead.
     await ctx.generation.finishBeforeDelivery(outcome())
+  } catch (err) {
+    // The upstream failed mid-answer (not the client leaving, not the store): its deployment's fault.
+    if (err instanceof UpstreamError && !ctx.signal.aborted) {
+      ctx.health.failure(ctx.candidate.key)
+      ctx.metrics?.upstreamErrors.inc({ provider: ctx.candidate.deployment.provider, code: err.code })
+    }
+    throw err
   } finally {
     // Leaving early (client gone, an error) must release the upstream too.
     if (!next.done) await chunks.return?.().catch(() => undefined)

@@ -417,4 +417,26 @@ describe('streams', () => {
     expect(text).not.toContain('[DONE]')
     expect(counts([first!, second!])).toEqual([1, 0])
   })
+
+  it('a failure after content counts against the deployment’s breaker', async () => {
+    const cut: FakeHandler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(
+        'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Par"},"finish_reason":null}]}\n\n',
+      )
+      setTimeout(() => res.socket?.destroy(), 20)
+    }
+    const [first, second] = await fakes(cut, ok)
+    const { gw } = await gateway({
+      providers: { one: provider(first!.origin), two: provider(second!.origin) },
+      models: [{ slug: 'team/chat', deployments: [{ provider: 'one' }, { provider: 'two' }] }],
+      routing: { breaker: { failureThreshold: 1, cooldownMs: 60_000 } },
+    })
+    expect(await (await post(gw, { ...ask(), stream: true })).text()).toMatch(/data: \{"error":/)
+    // The breaker opened on that failure: the next request goes straight to the other deployment.
+    const res = await post(gw, ask())
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-junction-provider')).toBe('two')
+    expect(counts([first!, second!])).toEqual([1, 1])
+  })
 })
