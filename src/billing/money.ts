@@ -30,6 +30,8 @@ function numberToPlain(n: number): string {
   if (!Number.isFinite(n)) throw new RangeError(`not a finite amount: ${n}`)
   const s = String(n)
   if (!/e/i.test(s)) return s
+  // From 1e21 toFixed prints exponents too; a float that large is a whole number, exact as a BigInt.
+  if (Math.abs(n) >= 1e21) return BigInt(n).toString()
   return n.toFixed(20).replace(/\.?0+$/, '')
 }
 
