@@ -44,7 +44,12 @@ describe('chat usage cost, term by term', () => {
   })
 
   it('each part alone costs exactly its own term', () => {
-    const only = (pd: object, cd: object, prompt: number, completion: number) =>
+    const only = (
+      pd: Record<string, number>,
+      cd: Record<string, number>,
+      prompt: number,
+      completion: number,
+    ) =>
       priceChatUsage(
         {
           prompt_tokens: prompt,
@@ -190,5 +195,63 @@ describe('money at its edges', () => {
     expect(applyPpm(1_000_000n, 1)).toBe(1n)
     expect(applyPpm(usd(10), 250_000)).toBe(usd('2.5'))
     expect(applyPpm(0n, 750_000)).toBe(0n)
+  })
+})
+
+describe('the generation record as GET /v1/generation shows it', () => {
+  it('turns money into USD numbers, the discount rate into a fraction, times into ISO', async () => {
+    const { toGenerationBody } = await import('../../../src/billing/generation.ts')
+    const { generationFixture } = await import('../../contract/store.ts')
+    const body = toGenerationBody(
+      generationFixture('gen-1', 'acct', {
+        upstreamCost: 4_000_000n,
+        discount: 1_000_000n,
+        cost: 3_000_000n,
+        discountPpm: 250_000,
+        attempts: [
+          {
+            provider: 'p',
+            deployment: 'p#2',
+            model: 'team/m',
+            status: 503,
+            outcome: 'upstream_error',
+            startedAt: 0,
+            durationMs: 7,
+          },
+        ],
+      }),
+    )
+    expect(body).toMatchObject({
+      api: '/v1/chat/completions',
+      generationId: 'gen-1',
+      model: 'mock/chat',
+      provider: 'mock',
+      createAt: '2023-11-14T22:13:20.000Z',
+      generationTime: 120,
+      latency: 40,
+      streamed: true,
+      finishReason: 'stop',
+      cancelled: false,
+      cost_source: 'upstream',
+      attempts: [
+        {
+          provider: 'p',
+          deployment: 'p#2',
+          model: 'team/m',
+          status: 503,
+          outcome: 'upstream_error',
+          startedAt: '1970-01-01T00:00:00.000Z',
+          durationMs: 7,
+        },
+      ],
+    })
+    expect(body.usage).toMatchObject({
+      prompt_tokens: 10,
+      upstream_cost: 0.000004,
+      discount: 0.000001,
+      discount_percent: 0.25,
+      cost: 0.000003,
+    })
+    expect(toGenerationBody(generationFixture('gen-2', 'acct')).attempts).toEqual([])
   })
 })
