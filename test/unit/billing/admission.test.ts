@@ -129,6 +129,29 @@ describe('admit', () => {
     expect(await go('4', 0)).toBe('0')
     expect(await go('5', 0)).toBe('429 account-requests')
   })
+
+  it('says when the window resets, in whole seconds, and when to retry', async () => {
+    const acct = plain('reset', { rateLimits: { requestsPerMinute: 1 } })
+    const { deps } = await setup([acct])
+    // The one-minute window runs from 0 to 60 000; at 1 000 it resets in 59 s.
+    const first = await admit(deps, { ...base, account: acct, generationId: 'r1', costBound: 1n })
+    expect(first.headers).toEqual({
+      'x-ratelimit-limit': '1',
+      'x-ratelimit-remaining': '0',
+      'x-ratelimit-reset': expect.any(String),
+    })
+    expect(first.headers['x-ratelimit-reset']).toBe('59')
+    const refused = (await admit(deps, {
+      ...base,
+      account: acct,
+      generationId: 'r2',
+      costBound: 1n,
+      now: 30_500,
+    }).catch((e: unknown) => e)) as { headers: Record<string, string> }
+    // 29.5 s left: both round up.
+    expect(refused.headers['retry-after']).toBe('30')
+    expect(refused.headers['x-ratelimit-reset']).toBe('30')
+  })
 })
 
 describe('settle', () => {

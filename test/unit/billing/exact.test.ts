@@ -131,6 +131,9 @@ describe('other kinds of usage', () => {
     expect(priceUsage({ kind: 'images', count: 1, tier: 'toString' }, p)).toBe(80_000_000_000n)
     expect(priceUsage({ kind: 'images', count: 0, tier: '1K' }, p)).toBe(0n)
     expect(priceUsage({ kind: 'images', count: 1, tier: '1K' }, compilePrice({}))).toBe(0n)
+    // The dearest, wherever it is listed.
+    const reversed = compilePrice({ imageByTier: { '2K': 0.08, '1K': 0.04 } })
+    expect(priceUsage({ kind: 'images', count: 1, tier: '8K' }, reversed)).toBe(80_000_000_000n)
   })
 
   it('video per second started, by resolution', () => {
