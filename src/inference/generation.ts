@@ -31,7 +31,7 @@ export interface GenerationDeps extends MeteringDeps {
 
 export interface BeginGeneration {
   account: Account
-  /** The model asked for (rate limits, and the record's model when nothing answered). */
+  /** The model asked for (its slug keys the admission; the record names the deployment's model). */
   model: ServedModel
   /** Every deployment that may answer: the credit hold covers the dearest. */
   deployments: readonly Deployment[]
@@ -92,6 +92,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     costBound: costBound(b.model.type, b.deployments, b.promptTokenBound, b.outputTokenBound),
     // The hold assumes the smallest discount of the models that may answer.
     discountPpm: Math.min(
+      discountFor(b.account, b.model.slug),
       ...[...new Set(b.deployments.map((d) => d.slug))].map((s) => discountFor(b.account, s)),
     ),
     tokenEstimate: b.tokenEstimate,
