@@ -1,0 +1,123 @@
+import type { BillableUsage } from '../../billing/prices.ts'
+import type { UpstreamCall } from '../types.ts'
+
+// Asynchronous media generation (predictions): one interface every media upstream speaks. The task
+// runner (tasks/runner.ts) calls `submit` once, then `poll` with the state `submit` or the previous
+// `poll` returned until the job is done or failed; `cancel` when the client cancels. The state is
+// JSON: it is stored with the task, so another instance (or this one after a restart) can continue.
+
+/** The input rules a model follows (schemas/predictions.ts); its catalogue entry names it. */
+export type MediaFamily = 'image' | 'video' | 'speech' | 'video-a' | 'video-b' | 'video-c'
+
+/** What kind of output a family makes. */
+export type MediaKind = 'image' | 'video' | 'audio'
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
+
+/** Generic image input (interface.md), defaults applied. */
+export interface ImageInput {
+  prompt: string
+  aspect_ratio?: string
+  resolution?: string
+  image_urls: string[]
+  num_images: number
+  output_format?: string
+}
+
+/** Generic video input; `duration` in seconds. */
+export interface VideoInput {
+  prompt: string
+  aspect_ratio?: string
+  resolution?: string
+  duration?: number
+  [key: string]: unknown
+}
+
+export interface SpeechInput {
+  prompt: string
+  style_instructions: string
+  voice: string
+  language: string
+  output_format: 'mp3' | 'wav' | 'ogg_opus'
+}
+
+/** Video model A: text, first/last frame, references. */
+export interface VideoAInput {
+  prompt: string
+  aspect_ratio: '16:9' | '9:16'
+  resolution: '720P' | '1080P' | '4K'
+  duration: 4 | 6 | 8
+  generate_audio: boolean
+  negative_prompt?: string
+  first_frame_url?: string
+  last_frame_url?: string
+  reference_image_urls: string[]
+}
+
+/** Video model B: text, image animation, references. */
+export interface VideoBInput {
+  prompt: string
+  aspect_ratio?: '1:1' | '16:9' | '9:16' | '4:3' | '3:4' | '3:2' | '2:3'
+  resolution?: '480P' | '720P'
+  duration: number
+  first_frame_url?: string
+  reference_image_urls: string[]
+}
+
+/** Video model C: text with an optional reference frame. */
+export interface VideoCInput {
+  prompt: string
+  aspect_ratio: '16:9' | '9:16'
+  resolution: '720P' | '1080P'
+  duration: 4 | 8 | 12
+  first_frame_url?: string
+}
+
+export type MediaInput =
+  | { family: 'image'; input: ImageInput }
+  | { family: 'video'; input: VideoInput }
+  | { family: 'speech'; input: SpeechInput }
+  | { family: 'video-a'; input: VideoAInput }
+  | { family: 'video-b'; input: VideoBInput }
+  | { family: 'video-c'; input: VideoCInput }
+
+/** One task as an adapter sees it. */
+export type MediaJob = MediaInput & {
+  /** The prediction's id (32 hex): usable as an idempotency key upstream. */
+  taskId: string
+  /** The model id the upstream knows. */
+  upstreamModel: string
+}
+
+/** One finished output: the bytes in hand (decoded base64, or downloaded with the upstream's key). */
+export interface MediaOutput {
+  type: MediaKind
+  /** `image/png`, `video/mp4`, `audio/mpeg`, `audio/wav`, `audio/ogg`, … */
+  contentType: string
+  data: Buffer
+}
+
+export interface MediaResult {
+  outputs: MediaOutput[]
+  /** What to bill, in the units the model's price is given in (images by tier, video seconds, …). */
+  usage: BillableUsage
+}
+
+export type MediaStep =
+  /** Not finished: call `poll` again later with this state. */
+  | { state: 'pending'; job: JsonValue }
+  | { state: 'done'; result: MediaResult }
+  /**
+   * The upstream says the job failed (a final answer, not a network error: those are thrown).
+   * `billed` when the upstream charged for it anyway (then `usage` says what).
+   */
+  | { state: 'failed'; code: string; message: string; billed?: BillableUsage }
+
+export interface MediaAdapter {
+  /** Starts the job. A synchronous upstream (OpenAI images) answers `done` at once. */
+  submit(job: MediaJob, call: UpstreamCall): Promise<MediaStep>
+  /** Asks how the job started by `submit` is doing. */
+  poll(job: MediaJob, state: JsonValue, call: UpstreamCall): Promise<MediaStep>
+  /** Cancels the upstream job where the upstream can; absent when it cannot. */
+  cancel?(job: MediaJob, state: JsonValue, call: UpstreamCall): Promise<void>
+}
