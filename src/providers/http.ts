@@ -22,18 +22,32 @@ export async function postUpstream(
   headers: Record<string, string>,
   payload: unknown,
 ): Promise<UpstreamResponse> {
+  return requestUpstream(call, 'POST', url, headers, payload)
+}
+
+/**
+ * One upstream call: a JSON body for POST (none for GET or DELETE), the same timeouts, tracing and
+ * decompression for every method. Media adapters poll with GET and cancel with POST or DELETE.
+ */
+export async function requestUpstream(
+  call: UpstreamCall,
+  method: 'GET' | 'POST' | 'DELETE',
+  url: string,
+  headers: Record<string, string>,
+  payload?: unknown,
+): Promise<UpstreamResponse> {
   const deadline = startDeadline(call)
   try {
     const res = await request(url, {
-      method: 'POST',
+      method,
       dispatcher: call.dispatcher,
       headers: {
-        'content-type': 'application/json',
+        ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
         ...call.upstream.headers,
         ...headers,
         ...(call.traceparent ? { traceparent: call.traceparent } : {}),
       },
-      body: JSON.stringify(payload),
+      body: payload === undefined ? undefined : JSON.stringify(payload),
       signal: deadline.signal,
       headersTimeout: call.upstream.timeouts.firstByteMs,
       bodyTimeout: call.upstream.timeouts.idleMs,
@@ -154,6 +168,30 @@ export async function readJson(call: UpstreamCall, body: UpstreamResponse['body'
   } catch (err) {
     throw malformedUpstream(call, 'response body is not valid JSON', err)
   }
+}
+
+/**
+ * Reads a binary body (a generated image, video or audio file) of at most `limit` bytes; a longer one
+ * is not read further and is the upstream's fault (502).
+ */
+export async function readBytes(
+  call: UpstreamCall,
+  body: UpstreamResponse['body'],
+  limit: number,
+): Promise<Buffer> {
+  const parts: Buffer[] = []
+  let size = 0
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      size += chunk.length
+      // Leaving the loop destroys the body: the upstream connection is dropped, not drained.
+      if (size > limit) throw malformedUpstream(call, `output larger than ${limit} bytes`)
+      parts.push(chunk)
+    }
+  } catch (err) {
+    throw fromNetworkError(err, call)
+  }
+  return Buffer.concat(parts)
 }
 
 export function malformedUpstream(call: UpstreamCall, what: string, cause?: unknown): UpstreamError {

@@ -4,8 +4,8 @@ import {
   fromNetworkError,
   headerValue,
   malformedUpstream,
-  postUpstream,
   readLimited,
+  requestUpstream,
   type UpstreamResponse,
 } from '../http.ts'
 import type { ChatChunk, UpstreamCall } from '../types.ts'
@@ -35,7 +35,19 @@ export async function postChecked(
   payload: unknown,
   mapError: UpstreamErrorMapper,
 ): Promise<UpstreamResponse> {
-  const res = await postUpstream(call, url, headers, payload)
+  return requestChecked(call, 'POST', url, headers, payload, mapError)
+}
+
+/** `postChecked` for any method (media adapters poll with GET and cancel with POST or DELETE). */
+export async function requestChecked(
+  call: UpstreamCall,
+  method: 'GET' | 'POST' | 'DELETE',
+  url: string,
+  headers: Record<string, string>,
+  payload: unknown,
+  mapError: UpstreamErrorMapper,
+): Promise<UpstreamResponse> {
+  const res = await requestUpstream(call, method, url, headers, payload)
   if (res.status >= 200 && res.status < 300) return res
   let text = ''
   try {
