@@ -233,7 +233,7 @@ const routingSchema = z
 
 const providerSchema = z
   .object({
-    kind: z.enum(['openai-compat', 'anthropic', 'gemini', 'mock']),
+    kind: z.enum(['openai-compat', 'anthropic', 'gemini', 'replicate', 'mock']),
     baseUrl: z.url({ protocol: /^https?$/ }).optional(),
     /** Name of the environment variable holding the key: keys never live in the file. */
     apiKeyEnv: z.string().min(1).optional(),

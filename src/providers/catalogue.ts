@@ -67,6 +67,13 @@ export const builtinProviders: readonly BuiltinProvider[] = [
     baseUrlEnv: 'GEMINI_BASE_URL',
     baseUrl: 'https://generativelanguage.googleapis.com',
   },
+  {
+    name: 'replicate',
+    kind: 'replicate',
+    keyEnv: 'REPLICATE_API_TOKEN',
+    baseUrlEnv: 'REPLICATE_BASE_URL',
+    baseUrl: 'https://api.replicate.com',
+  },
 ]
 
 /** A model a built-in provider brings: one deployment on that provider. */

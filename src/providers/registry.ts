@@ -1,4 +1,5 @@
 import { Agent, type Dispatcher } from 'undici'
+import { GatewayError } from '../errors.ts'
 import type { Config } from '../config.ts'
 import type { ProviderAdapter, ProviderKind, UpstreamConfig } from './types.ts'
 import { createAnthropicAdapter } from './anthropic/adapter.ts'
@@ -22,6 +23,18 @@ export interface RegistryOptions {
   now?: () => number
 }
 
+/** A provider that serves predictions only: its chat models do not exist, so this is never routed to. */
+const predictionsOnly: ProviderAdapter = {
+  chat: () =>
+    Promise.reject(new GatewayError('unsupported_parameter', 'this provider serves predictions only')),
+  chatStream: () => ({
+    [Symbol.asyncIterator]: () => ({
+      next: () =>
+        Promise.reject(new GatewayError('unsupported_parameter', 'this provider serves predictions only')),
+    }),
+  }),
+}
+
 function createAdapter(kind: ProviderKind, now: () => number): ProviderAdapter {
   switch (kind) {
     case 'openai-compat':
@@ -32,6 +45,8 @@ function createAdapter(kind: ProviderKind, now: () => number): ProviderAdapter {
       return createGeminiAdapter(now)
     case 'mock':
       return createMockAdapter({ now })
+    case 'replicate':
+      return predictionsOnly
   }
 }
 

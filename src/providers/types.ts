@@ -125,7 +125,8 @@ export interface EmbeddingsResponse {
   [key: string]: unknown
 }
 
-export type ProviderKind = 'openai-compat' | 'anthropic' | 'gemini' | 'mock'
+/** `replicate` serves predictions only (image and video models); the others chat too. */
+export type ProviderKind = 'openai-compat' | 'anthropic' | 'gemini' | 'replicate' | 'mock'
 
 export interface UpstreamTimeouts {
   /** TCP + TLS connect. */
