@@ -5,6 +5,7 @@ import { discountRateSchema as rate } from './schemas/billing.ts'
 import { formatPath } from './errors.ts'
 import type { ProviderKind, RetryPolicy, UpstreamConfig } from './providers/types.ts'
 import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
+import type { MediaFamily } from './providers/async-media/types.ts'
 import { compilePrice, type PriceTable } from './billing/prices.ts'
 import { toPpm, usd, type Money } from './billing/money.ts'
 import type { RateLimits } from './store/types.ts'
@@ -12,8 +13,13 @@ import type { RateLimits } from './store/types.ts'
 // The only reader of process.env. Everything else receives a Config.
 
 export type ModelType = 'chat' | 'embedding' | 'image' | 'video' | 'speech'
-/** The model types the gateway serves today; the others are refused at start until predictions land. */
-export const SERVED_MODEL_TYPES = ['chat', 'embedding'] as const
+
+/** The input rules a media model follows when its config entry names none: its type's generic family. */
+export const DEFAULT_FAMILY: Record<'image' | 'video' | 'speech', MediaFamily> = {
+  image: 'image',
+  video: 'video',
+  speech: 'speech',
+}
 
 /** One provider serving a model, as the config file names it (prices are merged in the model table). */
 export interface DeploymentConfig {
@@ -37,7 +43,48 @@ export interface ModelConfig {
   quality?: number
   /** How its deployments are ordered when a request does not say (`priority` by default). */
   routing?: 'priority' | 'round_robin' | 'least_latency'
+  /** Image, video and speech models: the input rules their predictions follow. */
+  family?: MediaFamily
   deployments: DeploymentConfig[]
+}
+
+/** Asynchronous predictions (tasks/): how tasks run, where their outputs live, how webhooks go out. */
+export interface PredictionsConfig {
+  /** A task still processing this long after creation fails with `timeout`. */
+  maxTaskMs: number
+  /** First wait between two polls of an upstream job; doubled each poll up to `maxPollIntervalMs`. */
+  pollIntervalMs: number
+  maxPollIntervalMs: number
+  /** How long an instance holds a task (or a webhook delivery) it works on before another may take it. */
+  leaseMs: number
+  /** Tasks one instance works on at once. */
+  concurrency: number
+  /** Where generated images, videos and audio are kept. */
+  outputsDir: string
+  /** Outputs (bytes and their URLs) are deleted this long after the task ended. */
+  outputRetentionMs: number
+  /** Lifetime of a signed output URL handed out by a lookup or a webhook. */
+  outputUrlTtlMs: number
+  /** Largest output file accepted from an upstream. */
+  maxOutputBytes: number
+  /** Signs output URLs; when unset, one is generated and kept in the store (shared by every instance). */
+  outputSigningKey?: string
+  /** Origin put in output URLs (`https://gateway.example.com`); else the creating request's own host. */
+  publicUrl?: string
+  /** The mock provider's task duration, unless a prompt says `[mock:delay=<ms>]`. */
+  mockDelayMs: number
+  webhooks: {
+    /** Waits before retry n (ms): exponential with jitter applied at send time. */
+    schedule: number[]
+    /** Deliveries of one event at most (the first plus retries). */
+    maxAttempts: number
+    /** One attempt: connect, headers and body. */
+    timeoutMs: number
+    /** Local development and tests only: accept http:// webhook URLs. */
+    allowHttp: boolean
+    /** Local development and tests only: hosts exempt from the private-address check. */
+    allowedHosts: string[]
+  }
 }
 
 /** Retries, circuit breaking and latency tracking (routing/health.ts, inference/attempts.ts). */
@@ -168,6 +215,7 @@ export interface Config {
   }
   database: DatabaseConfig
   routing: RoutingConfig
+  predictions: PredictionsConfig
 }
 
 export const DEV_KEY = 'sk-dev'
@@ -306,16 +354,23 @@ const modelSchema = z
     maxOutputTokens: z.number().int().positive().optional(),
     quality: z.number().min(0).max(100).optional(),
     routing: z.enum(['priority', 'round_robin', 'least_latency']).optional(),
+    /** Image, video and speech models: which input rules apply (the type's generic family by default). */
+    family: z.enum(['image', 'video', 'speech', 'video-a', 'video-b', 'video-c']).optional(),
     /** Several providers serving the slug, in priority order (instead of provider/upstreamModel/pricing). */
     deployments: z.array(deploymentSchema).min(1).max(32).optional(),
   })
   .strict()
   .superRefine((m, ctx) => {
-    if (!(SERVED_MODEL_TYPES as readonly string[]).includes(m.type)) {
+    if (m.family !== undefined && (m.type === 'chat' || m.type === 'embedding')) {
+      ctx.addIssue({ code: 'custom', path: ['family'], message: `a ${m.type} model has no input family` })
+    }
+    const kind =
+      m.family === undefined ? undefined : m.family === 'speech' ? 'speech' : m.family.replace(/-.*/, '')
+    if (kind !== undefined && m.type !== kind && m.type !== 'chat' && m.type !== 'embedding') {
       ctx.addIssue({
         code: 'custom',
-        path: ['type'],
-        message: `${m.type} models are not served yet (asynchronous predictions are not implemented); remove the model or use chat or embedding`,
+        path: ['family'],
+        message: `family ${m.family} is for ${kind} models, not ${m.type}`,
       })
     }
     if (m.deployments && (m.provider !== undefined || m.upstreamModel !== undefined || m.pricing)) {
@@ -413,6 +468,43 @@ const fileSchema = z
       .strict()
       .default({}),
     routing: routingSchema.prefault({}),
+    predictions: z
+      .object({
+        maxTaskMs: timeoutMs.optional(),
+        pollIntervalMs: z.number().int().min(10).max(600_000).optional(),
+        maxPollIntervalMs: z.number().int().min(10).max(3_600_000).optional(),
+        leaseMs: z.number().int().min(1000).max(3_600_000).optional(),
+        concurrency: z.number().int().min(1).max(1000).optional(),
+        outputsDir: z.string().min(1).optional(),
+        outputRetentionMs: z.number().int().min(60_000).optional(),
+        outputUrlTtlMs: z
+          .number()
+          .int()
+          .min(1000)
+          .max(365 * 86_400_000)
+          .optional(),
+        maxOutputBytes: z
+          .number()
+          .int()
+          .positive()
+          .max(2 * 1024 ** 3)
+          .optional(),
+        outputSigningKey: z.string().min(32, 'must be at least 32 characters').optional(),
+        publicUrl: z.url({ protocol: /^https?$/ }).optional(),
+        mockDelayMs: z.number().int().min(0).max(600_000).optional(),
+        webhooks: z
+          .object({
+            schedule: z.array(z.number().int().min(0).max(86_400_000)).min(1).max(50).optional(),
+            maxAttempts: z.number().int().min(1).max(100).optional(),
+            timeoutMs: z.number().int().min(100).max(300_000).optional(),
+            allowHttp: z.boolean().optional(),
+            allowedHosts: z.array(z.string().min(1).max(253)).max(100).optional(),
+          })
+          .strict()
+          .default({}),
+      })
+      .strict()
+      .default({ webhooks: {} }),
   })
   .strict()
 
@@ -441,6 +533,10 @@ const envSchema = z.object({
   GATEWAY_MAX_INLINE_FILE_BYTES: z.coerce.number().int().positive().optional(),
   GATEWAY_ADMIN_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
   GATEWAY_DATABASE_URL: z.string().min(1).optional(),
+  GATEWAY_OUTPUTS_DIR: z.string().min(1).optional(),
+  GATEWAY_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+  GATEWAY_OUTPUT_SIGNING_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
+  MOCK_TASK_DELAY_MS: z.coerce.number().int().min(0).max(600_000).optional(),
 })
 
 /** Every environment variable the gateway reads itself (provider presets add their key and base URL). */
@@ -564,6 +660,35 @@ export function loadConfig(
       poolSize: file.database.poolSize,
     },
     routing,
+    predictions: resolvePredictions(file.predictions, e),
+  }
+}
+
+const DEFAULT_WEBHOOK_SCHEDULE = [5_000, 30_000, 120_000, 600_000, 3_600_000, 10_800_000]
+
+function resolvePredictions(p: FileConfig['predictions'], e: z.infer<typeof envSchema>): PredictionsConfig {
+  const pollIntervalMs = p.pollIntervalMs ?? 1_000
+  const schedule = p.webhooks.schedule ?? DEFAULT_WEBHOOK_SCHEDULE
+  return {
+    maxTaskMs: p.maxTaskMs ?? 30 * 60_000,
+    pollIntervalMs,
+    maxPollIntervalMs: Math.max(pollIntervalMs, p.maxPollIntervalMs ?? 30_000),
+    leaseMs: p.leaseMs ?? 60_000,
+    concurrency: p.concurrency ?? 16,
+    outputsDir: e.GATEWAY_OUTPUTS_DIR ?? p.outputsDir ?? './data/outputs',
+    outputRetentionMs: p.outputRetentionMs ?? 7 * 86_400_000,
+    outputUrlTtlMs: p.outputUrlTtlMs ?? 86_400_000,
+    maxOutputBytes: p.maxOutputBytes ?? 512 * 1024 ** 2,
+    outputSigningKey: e.GATEWAY_OUTPUT_SIGNING_KEY ?? p.outputSigningKey,
+    publicUrl: (e.GATEWAY_PUBLIC_URL ?? p.publicUrl)?.replace(/\/+$/, ''),
+    mockDelayMs: e.MOCK_TASK_DELAY_MS ?? p.mockDelayMs ?? 3_000,
+    webhooks: {
+      schedule,
+      maxAttempts: p.webhooks.maxAttempts ?? schedule.length + 1,
+      timeoutMs: p.webhooks.timeoutMs ?? 10_000,
+      allowHttp: p.webhooks.allowHttp ?? false,
+      allowedHosts: p.webhooks.allowedHosts ?? [],
+    },
   }
 }
 
@@ -665,6 +790,7 @@ function resolveModels(file: FileConfig, providers: Config['providers']): ModelC
       maxOutputTokens: m.maxOutputTokens,
       quality: m.quality,
       routing: m.routing,
+      family: m.type === 'chat' || m.type === 'embedding' ? undefined : (m.family ?? DEFAULT_FAMILY[m.type]),
       deployments,
     }
   })

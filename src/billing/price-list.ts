@@ -14,6 +14,13 @@ export const builtinPrices: Readonly<Record<string, PriceTable>> = {
   // Small but non-zero, so billing is visible out of the box.
   'mock/chat': { prompt: 1, cachedPrompt: 0.5, completion: 2 },
   'mock/embed': { embedding: 0.1 },
+  // Mock media: per image by resolution tier, per second of video by resolution, per million characters.
+  'mock/image': { imageByTier: { '1K': 0.01, '2K': 0.02, '4K': 0.04 } },
+  'mock/video': { videoPerSecond: { '480P': 0.01, '720P': 0.02, '1080P': 0.04, '4K': 0.08 } },
+  'mock/video-a': { videoPerSecond: { '720P': 0.02, '1080P': 0.04, '4K': 0.08 } },
+  'mock/video-b': { videoPerSecond: { '480P': 0.01, '720P': 0.02 } },
+  'mock/video-c': { videoPerSecond: { '720P': 0.02, '1080P': 0.04 } },
+  'mock/speech': { speechPerMillionCharacters: 10 },
 
   'openai/gpt-5': { prompt: 1.25, cachedPrompt: 0.125, completion: 10 },
   'openai/gpt-5-mini': { prompt: 0.25, cachedPrompt: 0.025, completion: 2 },
@@ -27,6 +34,8 @@ export const builtinPrices: Readonly<Record<string, PriceTable>> = {
   'openai/o4-mini': { prompt: 1.1, cachedPrompt: 0.275, completion: 4.4 },
   'openai/text-embedding-3-small': { embedding: 0.02 },
   'openai/text-embedding-3-large': { embedding: 0.13 },
+  // Medium quality, 1024×1024 per image; larger tiers at the 1536-pixel price.
+  'openai/gpt-image-1': { imageByTier: { '1K': 0.042, '2K': 0.063 } },
 
   'groq/llama-3.3-70b-versatile': { prompt: 0.59, completion: 0.79 },
   'groq/llama-3.1-8b-instant': { prompt: 0.05, completion: 0.08 },
@@ -57,4 +66,13 @@ export const builtinPrices: Readonly<Record<string, PriceTable>> = {
   'google/gemini-embedding-001': { embedding: 0.15 },
   // Free of charge on the Gemini API.
   'google/text-embedding-004': { embedding: 0 },
+  // Speech: output audio tokens (25 a second); Veo 3.1 per second of video with audio.
+  'google/gemini-2.5-flash-preview-tts': { speechAudioTokens: 10 },
+  'google/gemini-2.5-pro-preview-tts': { speechAudioTokens: 20 },
+  'google/veo-3.1-generate-preview': { videoPerSecond: { '720P': 0.4, '1080P': 0.4, '4K': 0.6 } },
+
+  // Replicate bills these models per output: per image, per second of video by resolution.
+  'replicate/black-forest-labs/flux-schnell': { imageByTier: { '1K': 0.003 } },
+  'replicate/bytedance/seedance-1-lite': { videoPerSecond: { '480P': 0.018, '720P': 0.036 } },
+  'replicate/openai/sora-2': { videoPerSecond: { '720P': 0.1, '1080P': 0.1 } },
 }

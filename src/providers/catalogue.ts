@@ -1,4 +1,5 @@
 import type { ProviderKind } from './types.ts'
+import type { MediaFamily } from './async-media/types.ts'
 
 // Providers that zero-config enables when their key variable is set, and the models each brings.
 // Groq, DeepSeek, Mistral and Together speak the OpenAI protocol: they are entries here, not code.
@@ -81,7 +82,9 @@ export interface CatalogueModel {
   slug: string
   provider: string
   upstreamModel: string
-  type: 'chat' | 'embedding'
+  type: 'chat' | 'embedding' | 'image' | 'video' | 'speech'
+  /** Image, video and speech models: the input rules of their predictions (schemas/predictions.ts). */
+  family?: MediaFamily
   /** The model's own output ceiling, when it is below `limits.defaultMaxOutputTokens` (16 384). */
   maxOutputTokens?: number
 }
@@ -97,9 +100,22 @@ const embedding = (provider: string, upstreamModel: string): CatalogueModel => (
   type: 'embedding',
 })
 
+const media = (provider: string, upstreamModel: string, family: MediaFamily): CatalogueModel => ({
+  ...chat(provider, upstreamModel),
+  type: family === 'speech' ? 'speech' : family === 'image' ? 'image' : 'video',
+  family,
+})
+
 export const builtinModels: readonly CatalogueModel[] = [
   chat('mock', 'chat'),
   embedding('mock', 'embed'),
+  // The mock's media models: one per input family, real PNG, MP4 and audio bytes (README, Predictions).
+  media('mock', 'image', 'image'),
+  media('mock', 'video', 'video'),
+  media('mock', 'speech', 'speech'),
+  media('mock', 'video-a', 'video-a'),
+  media('mock', 'video-b', 'video-b'),
+  media('mock', 'video-c', 'video-c'),
   chat('openai', 'gpt-5'),
   chat('openai', 'gpt-5-mini'),
   chat('openai', 'gpt-5-nano'),
@@ -112,6 +128,7 @@ export const builtinModels: readonly CatalogueModel[] = [
   chat('openai', 'o4-mini'),
   embedding('openai', 'text-embedding-3-small'),
   embedding('openai', 'text-embedding-3-large'),
+  media('openai', 'gpt-image-1', 'image'),
   chat('groq', 'llama-3.3-70b-versatile'),
   chat('groq', 'llama-3.1-8b-instant'),
   // DeepSeek refuses max_tokens above 8 192 on deepseek-chat (api-docs.deepseek.com, models & pricing).
@@ -133,4 +150,14 @@ export const builtinModels: readonly CatalogueModel[] = [
   chat('google', 'gemini-2.5-flash-lite'),
   embedding('google', 'gemini-embedding-001'),
   embedding('google', 'text-embedding-004'),
+  // The speech model of interface.md: its 30 voices are Gemini's prebuilt voices.
+  media('google', 'gemini-2.5-flash-preview-tts', 'speech'),
+  media('google', 'gemini-2.5-pro-preview-tts', 'speech'),
+  // Video model A (4/6/8 s, 720P–4K, first/last frame, references, audio): Veo 3.1.
+  media('google', 'veo-3.1-generate-preview', 'video-a'),
+  media('replicate', 'black-forest-labs/flux-schnell', 'image'),
+  // Video model B (1–15 s, 480P/720P, seven aspect ratios): Seedance 1 Lite.
+  media('replicate', 'bytedance/seedance-1-lite', 'video-b'),
+  // Video model C (4/8/12 s, 720P/1080P): Sora 2.
+  media('replicate', 'openai/sora-2', 'video-c'),
 ]

@@ -2,6 +2,7 @@ import { builtinPrices } from '../billing/price-list.ts'
 import { compilePrice, type CompiledPrice } from '../billing/prices.ts'
 import type { Config, ModelType } from '../config.ts'
 import { builtinModels } from '../providers/catalogue.ts'
+import type { MediaFamily } from '../providers/async-media/types.ts'
 
 // slug → the deployments that serve it. Built once in createDeps from the built-in catalogue (models
 // of the enabled providers), the built-in price list and the config file's models, which replace a
@@ -33,6 +34,8 @@ export interface ServedModel {
   strategy: RoutingType
   /** Most output tokens one answer can have; the reservation's bound when the client sets none. */
   maxOutputTokens?: number
+  /** Image, video and speech models: the input rules their predictions follow. */
+  family?: MediaFamily
   /** In configured priority order; never empty. */
   deployments: readonly Deployment[]
 }
@@ -53,6 +56,7 @@ export function buildModelTable(config: Config): ModelTable {
       type: m.type,
       strategy: 'priority',
       maxOutputTokens: m.maxOutputTokens,
+      family: m.family,
       deployments: [
         {
           id: m.provider,
@@ -89,6 +93,7 @@ export function buildModelTable(config: Config): ModelTable {
       type: m.type,
       strategy: m.routing ?? 'priority',
       maxOutputTokens: m.maxOutputTokens,
+      family: m.family,
       deployments,
     })
   }

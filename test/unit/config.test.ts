@@ -14,7 +14,16 @@ describe('loadConfig', () => {
       buildModelTable(c)
         .list()
         .map((m) => m.slug),
-    ).toEqual(['mock/chat', 'mock/embed'])
+    ).toEqual([
+      'mock/chat',
+      'mock/embed',
+      'mock/image',
+      'mock/video',
+      'mock/speech',
+      'mock/video-a',
+      'mock/video-b',
+      'mock/video-c',
+    ])
     expect(c.devAccount).toBe(true)
     expect(c.accounts[0]?.keys[0]?.sha256).toBe(hashKey('sk-dev'))
   })
@@ -111,9 +120,15 @@ describe('loadConfig', () => {
     ],
     [{ models: [{ slug: 'no-slash' }] }, /models\[0\]\.slug/],
     [{ models: [{ slug: 'ghost/model' }] }, /models\[0\]\.provider/],
-    [{ models: [{ slug: 'mock/pic', type: 'image' }] }, /models\[0\]\.type: image models are not served yet/],
-    [{ models: [{ slug: 'mock/vid', type: 'video' }] }, /models\[0\]\.type: video models/],
-    [{ models: [{ slug: 'mock/tts', type: 'speech' }] }, /models\[0\]\.type: speech models/],
+    [
+      { models: [{ slug: 'mock/pic', type: 'image', family: 'speech' }] },
+      /models\[0\]\.family: family speech is for speech models, not image/,
+    ],
+    [
+      { models: [{ slug: 'mock/vid', type: 'video', family: 'image' }] },
+      /models\[0\]\.family: family image is for image models, not video/,
+    ],
+    [{ models: [{ slug: 'mock/c', type: 'chat', family: 'video-a' }] }, /models\[0\]\.family: a chat model/],
     [
       { models: [{ slug: 'x/m', deployments: [{ provider: 'mock' }, { provider: 'ghost' }] }] },
       /models\[0\]\.deployments\[1\]\.provider: unknown or disabled provider "ghost"/,
