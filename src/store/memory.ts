@@ -1,4 +1,5 @@
 import { createMemoryFileStore } from './files.ts'
+import { createMemoryTaskStores } from './tasks-memory.ts'
 import type {
   Account,
   AccountStore,
@@ -51,6 +52,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   return {
     accounts,
     files: createMemoryFileStore(),
+    ...createMemoryTaskStores(),
     ledger,
     generations,
     rateLimits,

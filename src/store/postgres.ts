@@ -1,3 +1,4 @@
+import { createMemoryTaskStores } from './tasks-memory.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
@@ -154,6 +155,8 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
+    // PLACEHOLDER until the SQL task tables land: prediction state is not durable yet.
+    ...createMemoryTaskStores(),
     async ping() {
       await query('SELECT 1')
     },

@@ -1,3 +1,4 @@
+import { createMemoryTaskStores } from './tasks-memory.ts'
 import { randomUUID } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
@@ -706,6 +707,8 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     generations,
     rateLimits,
     appliedConfig,
+    // PLACEHOLDER until the SQL task tables land: prediction state is not durable yet.
+    ...createMemoryTaskStores(),
     async ping() {
       read(() => get('SELECT 1'))
     },

@@ -1,4 +1,5 @@
 import type { FileStore } from './files.ts'
+import type { OutputStore, SecretStore, TaskStore, WebhookStore } from './tasks.ts'
 import type { Money } from '../billing/money.ts'
 
 // The state interfaces. Routes and services only see these; memory.ts implements them for one
@@ -232,6 +233,11 @@ export interface Store {
   rateLimits: RateLimitStore
   /** Without it, the config file's account fields are applied at every start (the file wins). */
   appliedConfig?: AppliedConfigStore
+  /** Asynchronous predictions (store/tasks.ts): tasks, hosted outputs, webhook deliveries, secrets. */
+  tasks: TaskStore
+  outputs: OutputStore
+  webhooks: WebhookStore
+  secrets: SecretStore
   /** Resolves when the backend can serve requests (readiness). */
   ping(): Promise<void>
   /**

@@ -113,11 +113,28 @@ export type MediaStep =
    */
   | { state: 'failed'; code: string; message: string; billed?: BillableUsage }
 
+/** What a media adapter gets besides the upstream: the gateway's own tools, passed in (tests fake them). */
+export interface MediaTools {
+  /** The ffmpeg executable that encodes audio (async-media/audio.ts). */
+  ffmpegPath: string
+  /** Largest output file accepted from an upstream (bytes). */
+  maxOutputBytes: number
+  /**
+   * Downloads a media URL the client gave (`image_urls`, `first_frame_url`, …) under decisions.md's
+   * address rules (no loopback, private, link-local or metadata addresses; no redirects), for
+   * upstreams that take the bytes rather than the URL. At most `maxOutputBytes`.
+   */
+  fetchUserMedia(url: string, signal: AbortSignal): Promise<{ data: Buffer; contentType: string }>
+}
+
+/** One call of a media adapter: the upstream as for chat, plus the tools. */
+export type MediaCall = UpstreamCall & { media: MediaTools }
+
 export interface MediaAdapter {
   /** Starts the job. A synchronous upstream (OpenAI images) answers `done` at once. */
-  submit(job: MediaJob, call: UpstreamCall): Promise<MediaStep>
+  submit(job: MediaJob, call: MediaCall): Promise<MediaStep>
   /** Asks how the job started by `submit` is doing. */
-  poll(job: MediaJob, state: JsonValue, call: UpstreamCall): Promise<MediaStep>
+  poll(job: MediaJob, state: JsonValue, call: MediaCall): Promise<MediaStep>
   /** Cancels the upstream job where the upstream can; absent when it cannot. */
-  cancel?(job: MediaJob, state: JsonValue, call: UpstreamCall): Promise<void>
+  cancel?(job: MediaJob, state: JsonValue, call: MediaCall): Promise<void>
 }

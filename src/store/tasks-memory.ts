@@ -1,0 +1,177 @@
+import type {
+  OutputStore,
+  SecretStore,
+  StoredOutput,
+  TaskRecord,
+  TaskStore,
+  WebhookDelivery,
+  WebhookStore,
+} from './tasks.ts'
+
+// One process's prediction state (store/tasks.ts). As in memory.ts, each method runs to completion
+// without awaiting, so every read-modify-write is atomic; records are copied in and out.
+
+const copyTask = (t: TaskRecord): TaskRecord => structuredClone(t)
+const copyDelivery = (d: WebhookDelivery): WebhookDelivery => ({ ...d })
+const copyOutput = (o: StoredOutput): StoredOutput => ({ ...o })
+
+const isFinished = (t: TaskRecord): boolean => t.status !== 'processing'
+
+export interface TaskStores {
+  tasks: TaskStore
+  outputs: OutputStore
+  webhooks: WebhookStore
+  secrets: SecretStore
+}
+
+export function createMemoryTaskStores(): TaskStores {
+  const tasks = new Map<string, TaskRecord>()
+  /** accountId + '\0' + idempotency key → task id. */
+  const byKey = new Map<string, string>()
+  const outputs = new Map<string, StoredOutput>()
+  const deliveries = new Map<string, WebhookDelivery>()
+  const secrets = new Map<string, string>()
+
+  const taskStore: TaskStore = {
+    async create(task, idempotencySince) {
+      if (task.idempotencyKey !== null) {
+        const k = `${task.accountId}\0${task.idempotencyKey}`
+        const existing = tasks.get(byKey.get(k) ?? '')
+        if (existing && existing.createdAt >= idempotencySince) {
+          return { task: copyTask(existing), created: false }
+        }
+        byKey.set(k, task.id)
+      }
+      if (tasks.has(task.id)) throw new Error(`task ${task.id} exists`)
+      tasks.set(task.id, copyTask(task))
+      return { task: copyTask(task), created: true }
+    },
+    async get(id) {
+      const t = tasks.get(id)
+      return t ? copyTask(t) : null
+    },
+    async claimDue(owner, now, leaseMs, limit) {
+      const due = [...tasks.values()]
+        .filter(
+          (t) =>
+            (t.status === 'processing' || t.cancelUpstream) &&
+            t.nextRunAt <= now &&
+            (t.leaseOwner === '' || t.leaseUntil <= now),
+        )
+        .sort((a, b) => a.nextRunAt - b.nextRunAt)
+        .slice(0, limit)
+      for (const t of due) {
+        t.leaseOwner = owner
+        t.leaseUntil = now + leaseMs
+      }
+      return due.map(copyTask)
+    },
+    async advance(id, owner, expectStatus, patch) {
+      const t = tasks.get(id)
+      if (!t || t.leaseOwner !== owner || t.status !== expectStatus) return null
+      Object.assign(t, structuredClone(patch), { leaseOwner: '', leaseUntil: 0 })
+      return copyTask(t)
+    },
+    async cancel(accountId, id, now) {
+      const t = tasks.get(id)
+      if (!t || t.accountId !== accountId) return null
+      if (t.status === 'processing') {
+        t.status = 'cancelled'
+        t.cancelUpstream = t.upstreamState !== null
+        t.updatedAt = now
+        t.nextRunAt = now
+      }
+      return copyTask(t)
+    },
+    async sweep(before) {
+      const removed: string[] = []
+      for (const t of [...tasks.values()]) {
+        if (isFinished(t) && !t.cancelUpstream && t.updatedAt < before) {
+          tasks.delete(t.id)
+          if (t.idempotencyKey !== null) {
+            const k = `${t.accountId}\0${t.idempotencyKey}`
+            if (byKey.get(k) === t.id) byKey.delete(k)
+          }
+          removed.push(...t.outputs.map((o) => o.id))
+        }
+      }
+      return removed
+    },
+  }
+
+  const outputStore: OutputStore = {
+    async put(output) {
+      outputs.set(output.id, copyOutput(output))
+    },
+    async get(id) {
+      const o = outputs.get(id)
+      return o ? copyOutput(o) : null
+    },
+    async takeExpired(now, limit) {
+      const expired = [...outputs.values()].filter((o) => o.expiresAt <= now).slice(0, limit)
+      for (const o of expired) outputs.delete(o.id)
+      return expired.map(copyOutput)
+    },
+    async existingKeys(storageKeys) {
+      const wanted = new Set(storageKeys)
+      const found = new Set<string>()
+      for (const o of outputs.values()) if (wanted.has(o.storageKey)) found.add(o.storageKey)
+      return found
+    },
+  }
+
+  const webhookStore: WebhookStore = {
+    async enqueue(delivery) {
+      if (!deliveries.has(delivery.id)) deliveries.set(delivery.id, copyDelivery(delivery))
+    },
+    async claimDue(owner, now, leaseMs, limit) {
+      const due = [...deliveries.values()]
+        .filter(
+          (d) =>
+            d.status === 'pending' && d.nextAttemptAt <= now && (d.leaseOwner === '' || d.leaseUntil <= now),
+        )
+        .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt)
+        .slice(0, limit)
+      for (const d of due) {
+        d.leaseOwner = owner
+        d.leaseUntil = now + leaseMs
+      }
+      return due.map(copyDelivery)
+    },
+    async record(id, owner, result) {
+      const d = deliveries.get(id)
+      if (!d || d.leaseOwner !== owner) return false
+      Object.assign(d, result, { leaseOwner: '', leaseUntil: 0 })
+      return true
+    },
+    async get(id) {
+      const d = deliveries.get(id)
+      return d ? copyDelivery(d) : null
+    },
+    async listByTask(taskId) {
+      return [...deliveries.values()]
+        .filter((d) => d.taskId === taskId)
+        .sort((a, b) => a.createdAt - b.createdAt)
+        .map(copyDelivery)
+    },
+  }
+
+  const secretStore: SecretStore = {
+    async getOrCreate(name, create) {
+      let v = secrets.get(name)
+      if (v === undefined) {
+        v = create()
+        secrets.set(name, v)
+      }
+      return v
+    },
+    async get(name) {
+      return secrets.get(name) ?? null
+    },
+    async set(name, value) {
+      secrets.set(name, value)
+    },
+  }
+
+  return { tasks: taskStore, outputs: outputStore, webhooks: webhookStore, secrets: secretStore }
+}
