@@ -20,6 +20,8 @@ import { continueTrace, type TraceContext } from './http/tracing.ts'
 import type { GenerationRecord } from './store/types.ts'
 import { toUsd } from './billing/money.ts'
 import { modelsRoutes } from './routes/models.ts'
+import { predictionsRoutes } from './routes/predictions.ts'
+import { outputsRoutes } from './routes/outputs.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -192,6 +194,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
 
   await app.register(healthRoutes, { deps })
+  // Signed output URLs carry their own authorisation (no bearer header).
+  await app.register(outputsRoutes, { deps })
   if (deps.config.adminKey !== undefined) {
     await app.register(adminRoutes, { deps, adminKey: deps.config.adminKey })
     await app.register(metricsRoutes, { deps, adminKey: deps.config.adminKey })
@@ -206,6 +210,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(filesRoutes, { deps })
     await api.register(modelsRoutes, { deps })
     await api.register(accountRoutes, { deps })
+    await api.register(predictionsRoutes, { deps })
   })
   return app
 }

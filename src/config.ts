@@ -73,6 +73,10 @@ export interface PredictionsConfig {
   publicUrl?: string
   /** The mock provider's task duration, unless a prompt says `[mock:delay=<ms>]`. */
   mockDelayMs: number
+  /** The ffmpeg executable that encodes speech to MP3 and Ogg Opus (and renders the mock's video). */
+  ffmpegPath: string
+  /** Finished tasks are deleted this long after they ended (never before their outputs). */
+  taskRetentionMs: number
   webhooks: {
     /** Waits before retry n (ms): exponential with jitter applied at send time. */
     schedule: number[]
@@ -492,6 +496,8 @@ const fileSchema = z
         outputSigningKey: z.string().min(32, 'must be at least 32 characters').optional(),
         publicUrl: z.url({ protocol: /^https?$/ }).optional(),
         mockDelayMs: z.number().int().min(0).max(600_000).optional(),
+        ffmpegPath: z.string().min(1).optional(),
+        taskRetentionMs: z.number().int().min(60_000).optional(),
         webhooks: z
           .object({
             schedule: z.array(z.number().int().min(0).max(86_400_000)).min(1).max(50).optional(),
@@ -682,6 +688,8 @@ function resolvePredictions(p: FileConfig['predictions'], e: z.infer<typeof envS
     outputSigningKey: e.GATEWAY_OUTPUT_SIGNING_KEY ?? p.outputSigningKey,
     publicUrl: (e.GATEWAY_PUBLIC_URL ?? p.publicUrl)?.replace(/\/+$/, ''),
     mockDelayMs: e.MOCK_TASK_DELAY_MS ?? p.mockDelayMs ?? 3_000,
+    ffmpegPath: p.ffmpegPath ?? 'ffmpeg',
+    taskRetentionMs: Math.max(p.taskRetentionMs ?? 30 * 86_400_000, p.outputRetentionMs ?? 7 * 86_400_000),
     webhooks: {
       schedule,
       maxAttempts: p.webhooks.maxAttempts ?? schedule.length + 1,

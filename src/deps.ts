@@ -15,6 +15,16 @@ import { createRenewals, type Renewals } from './inference/renewals.ts'
 import { countTokens, type TokenCounter } from './billing/tokens.ts'
 import { createStore } from './store/create.ts'
 import type { Store } from './store/types.ts'
+import { hostname } from 'node:os'
+import { randomBytes } from 'node:crypto'
+import { createOutputKeeper, newSigningKey, outputUrl } from './tasks/outputs.ts'
+import { createTaskRunner, type MediaProvider, type TaskRunner } from './tasks/runner.ts'
+import { createPredictions, type Predictions } from './tasks/predictions.ts'
+import { settleTask } from './tasks/billing.ts'
+import { toPredictionBody } from './tasks/body.ts'
+import type { MediaAdapter, MediaTools } from './providers/async-media/types.ts'
+import { mediaAdapterFor } from './providers/async-media/registry.ts'
+import type { TaskRecord } from './store/tasks.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
 /** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */
@@ -45,6 +55,13 @@ export interface Deps {
   stats: MeteringStats
   /** Keeps running requests' reservations alive. */
   renewals: Renewals
+  /** Asynchronous predictions: creation, lookup, cancel; the runner drives them. */
+  predictions: Predictions
+  runner: TaskRunner
+  /** Bytes of the predictions' outputs; their records are in store.outputs. */
+  outputStorage: FileStorage
+  /** Signs output URLs (the configured key, or one generated once and kept in the store). */
+  signingKey: string
   now: () => number
   ids: Ids
   lifecycle: Lifecycle
@@ -58,6 +75,11 @@ export interface DepsOverrides {
   ids?: Ids
   fileStorage?: FileStorage
   countTokens?: TokenCounter
+  outputStorage?: FileStorage
+  /** Media adapters by provider kind (tests); the built-in ones otherwise. */
+  mediaAdapterFor?: (kind: string) => MediaAdapter | undefined
+  /** False: the task runner, webhook sender and housekeeping do not run by themselves (tests drive them). */
+  background?: boolean
 }
 
 /** JSON with object keys sorted, so equal values compare equal as text. */
@@ -145,6 +167,93 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     }).catch((err: unknown) => log.warn({ err }, 'file housekeeping failed'))
   }, FILE_SWEEP_INTERVAL_MS)
   fileSweeper.unref()
+
+  // Predictions (tasks/).
+  const p = config.predictions
+  const owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
+  const outputStorage = overrides.outputStorage ?? createLocalFileStorage(p.outputsDir, { now })
+  const signingKey =
+    p.outputSigningKey ?? (await store.secrets.getOrCreate('output-url-signing-key', newSigningKey))
+  const adapterOf =
+    overrides.mediaAdapterFor ??
+    ((kind: string) => mediaAdapterFor(kind, { now, mockDelayMs: p.mockDelayMs }))
+  const mediaProviders = new Map<string, MediaProvider | undefined>()
+  const providerFor = (name: string): MediaProvider | undefined => {
+    if (!mediaProviders.has(name)) {
+      const provider = providers.get(name)
+      const adapter = provider && adapterOf(provider.config.kind)
+      mediaProviders.set(
+        name,
+        provider && adapter
+          ? { adapter, call: { upstream: provider.config, dispatcher: provider.dispatcher } }
+          : undefined,
+      )
+    }
+    return mediaProviders.get(name)
+  }
+  const tools: MediaTools = {
+    ffmpegPath: p.ffmpegPath,
+    maxOutputBytes: p.maxOutputBytes,
+    fetchUserMedia: () => Promise.reject(new Error('not wired yet')),
+  }
+  const stats = createMeteringStats()
+  const metering = { store, config, log, stats, models, now }
+  const keeper = createOutputKeeper({
+    storage: outputStorage,
+    outputs: store.outputs,
+    tasks: store.tasks,
+    now,
+    log,
+    retentionMs: p.outputRetentionMs,
+    maxBytes: p.maxOutputBytes,
+  })
+  const idsUsed = overrides.ids ?? defaultIds
+  async function announce(task: TaskRecord): Promise<void> {
+    if (task.webhook === null) return
+    const record = await store.generations.get(task.id)
+    const body = toPredictionBody(
+      task,
+      record,
+      (id) => outputUrl(signingKey, task.origin, id, now(), p.outputUrlTtlMs),
+      idsUsed.request(),
+    )
+    log.info({ taskId: task.id, bytes: JSON.stringify(body).length }, 'webhook queued')
+  }
+  const runner = createTaskRunner({
+    tasks: store.tasks,
+    keeper,
+    providerFor,
+    tools,
+    config: p,
+    now,
+    log,
+    owner,
+    settle: (task, end) => settleTask(metering, task, end),
+    announce,
+  })
+  const predictions = createPredictions({
+    store,
+    models,
+    config,
+    log,
+    stats,
+    now,
+    ids: idsUsed,
+    servesMedia: (name) => providerFor(name) !== undefined,
+    checkWebhook: async () => {},
+    wake: () => runner.wake(),
+    announce,
+    signingKey,
+  })
+  const background = overrides.background ?? true
+  let outputSweeper: NodeJS.Timeout | undefined
+  if (background) {
+    runner.start(Math.min(p.pollIntervalMs, 500))
+    outputSweeper = setInterval(() => {
+      keeper.sweep(p.taskRetentionMs).catch((err: unknown) => log.warn({ err }, 'output housekeeping failed'))
+    }, SWEEP_INTERVAL_MS)
+    outputSweeper.unref()
+  }
   return {
     config,
     log,
@@ -156,14 +265,20 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     metrics: createMetrics(),
     fileStorage,
     countTokens: overrides.countTokens ?? countTokens,
-    stats: createMeteringStats(),
+    stats,
     renewals: createRenewals({ ledger: store.ledger, now, log, ttlMs: config.limits.reservationTtlMs }),
     now,
-    ids: overrides.ids ?? defaultIds,
+    ids: idsUsed,
+    predictions,
+    runner,
+    outputStorage,
+    signingKey,
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
       clearInterval(sweeper)
       clearInterval(fileSweeper)
+      clearInterval(outputSweeper)
+      await runner.stop()
       await providers.close()
       await store.close()
     },

@@ -5,6 +5,7 @@ export type ErrorType =
   | 'invalid_request_error'
   | 'authentication_error'
   | 'insufficient_credits'
+  | 'permission_error'
   | 'not_found_error'
   | 'rate_limit_error'
   | 'upstream_error'
@@ -30,17 +31,22 @@ export const errorCatalogue = {
   invalid_api_key: { status: 401, type: 'authentication_error' },
   invalid_admin_key: { status: 401, type: 'authentication_error' },
   insufficient_credits: { status: 402, type: 'insufficient_credits' },
+  /** An output URL whose signature is not the gateway's, or whose time is up. */
+  invalid_signature: { status: 403, type: 'permission_error' },
+  url_expired: { status: 403, type: 'permission_error' },
   route_not_found: { status: 404, type: 'not_found_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
   file_not_found: { status: 404, type: 'not_found_error' },
   generation_not_found: { status: 404, type: 'not_found_error' },
   prediction_not_found: { status: 404, type: 'not_found_error' },
+  output_not_found: { status: 404, type: 'not_found_error' },
   account_not_found: { status: 404, type: 'not_found_error' },
   key_not_found: { status: 404, type: 'not_found_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
   request_timeout: { status: 408, type: 'invalid_request_error' },
   invalid_state: { status: 409, type: 'invalid_request_error' },
   account_exists: { status: 409, type: 'invalid_request_error' },
+  idempotency_key_reused: { status: 409, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   uri_too_long: { status: 414, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
@@ -161,7 +167,12 @@ export function formatPath(path: readonly PropertyKey[]): string | null {
 export function fromZodError(err: ZodError): GatewayError {
   const issue = err.issues[0]
   if (issue === undefined) return invalidRequest('invalid_value', 'invalid request')
-  const param = formatPath(issue.path)
+  // An unknown field is named itself, not its parent object (`input.seed`, not `input`).
+  const path =
+    issue.code === 'unrecognized_keys' && issue.keys[0] !== undefined
+      ? [...issue.path, issue.keys[0]]
+      : issue.path
+  const param = formatPath(path)
   const code = issueCode(issue)
   const message = param === null ? issue.message : `${param}: ${issue.message}`
   return invalidRequest(code, message, param)

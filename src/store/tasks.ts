@@ -37,6 +37,11 @@ export interface TaskRecord {
   /** The validated input with defaults applied. */
   input: JsonValue
   webhook: string | null
+  /**
+   * Origin (`https://host`) that output URLs in webhook bodies use: the configured public URL, else the
+   * creating request's own. Lookups use their own request's origin.
+   */
+  origin: string
   status: TaskStatus
   /** Null until the upstream accepted the job; then the adapter's state for `poll` and `cancel`. */
   upstreamState: JsonValue | null

@@ -1,0 +1,45 @@
+import type { FastifyPluginAsync } from 'fastify'
+import type { Deps } from '../deps.ts'
+import { GatewayError } from '../errors.ts'
+import { StorageObjectNotFoundError } from '../files/storage.ts'
+import { checkOutputSignature, extensionFor } from '../tasks/outputs.ts'
+
+// GET /v1/outputs/{id}?expires=…&signature=… (decisions.md, Predictions): the hosted result of a
+// prediction. No bearer header: the signature is the authorisation, so the URL can be handed to a
+// browser or another service. A tampered or foreign signature and an expired URL are 403; an output
+// deleted after its retention is 404.
+
+export const outputsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
+  app.get<{ Params: { id: string }; Querystring: { expires?: string; signature?: string } }>(
+    '/v1/outputs/:id',
+    async (request, reply) => {
+      const { id } = request.params
+      const { expires, signature } = request.query
+      const check = checkOutputSignature(deps.signingKey, id, expires, signature, deps.now())
+      if (check === 'invalid') throw new GatewayError('invalid_signature', 'this output URL is not valid')
+      if (check === 'expired') {
+        throw new GatewayError(
+          'url_expired',
+          'this output URL has expired; look the prediction up again for a new one',
+        )
+      }
+      const gone = () => new GatewayError('output_not_found', 'this output no longer exists')
+      const output = await deps.store.outputs.get(id)
+      if (!output || output.expiresAt <= deps.now()) throw gone()
+      let opened
+      try {
+        opened = await deps.outputStorage.open(output.storageKey)
+      } catch (err) {
+        if (err instanceof StorageObjectNotFoundError) throw gone()
+        throw err
+      }
+      return reply
+        .header('content-type', output.contentType)
+        .header('content-length', String(opened.bytes))
+        .header('content-disposition', `inline; filename="${output.id}.${extensionFor(output.contentType)}"`)
+        .header('cache-control', 'private, max-age=3600')
+        .header('x-content-type-options', 'nosniff')
+        .send(opened.stream)
+    },
+  )
+}

@@ -1,0 +1,132 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { Readable } from 'node:stream'
+import type { Logger } from 'pino'
+import type { FileStorage } from '../files/storage.ts'
+import type { MediaOutput } from '../providers/async-media/types.ts'
+import type { OutputStore, StoredOutput, TaskOutputRef, TaskStore } from '../store/tasks.ts'
+
+// Hosted outputs of predictions (decisions.md, Predictions): the gateway keeps the bytes an upstream
+// produced and hands out `GET /v1/outputs/{id}?expires=…&signature=…` URLs, signed with HMAC-SHA256 over
+// the id and the expiry, so they work without a bearer header and stop working after expiry. An
+// upstream's own URL (which may carry its credentials, or expire on the upstream's schedule) is never
+// handed out.
+
+/** `out_` + 24 url-safe characters (144 random bits). */
+export function newOutputId(): string {
+  return `out_${randomBytes(18).toString('base64url')}`
+}
+
+/** A random signing key, used when the configuration gives none (kept in the store, shared). */
+export function newSigningKey(): string {
+  return randomBytes(32).toString('base64url')
+}
+
+/** The URL signature of output `id` valid until `expires` (unix seconds). Pure. */
+export function signOutput(key: string, id: string, expires: number): string {
+  return createHmac('sha256', key).update(`${id}.${expires}`).digest('base64url')
+}
+
+export type OutputUrlCheck = 'ok' | 'expired' | 'invalid'
+
+/** Whether a URL's `expires` and `signature` are the gateway's and still valid at `nowMs`. Pure. */
+export function checkOutputSignature(
+  key: string,
+  id: string,
+  expires: string | undefined,
+  signature: string | undefined,
+  nowMs: number,
+): OutputUrlCheck {
+  if (expires === undefined || signature === undefined || !/^\d{1,12}$/.test(expires)) return 'invalid'
+  const expected = Buffer.from(signOutput(key, id, Number(expires)))
+  const given = Buffer.from(signature)
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'invalid'
+  // Checked after the signature, so an attacker learns nothing from changing `expires`.
+  return Number(expires) * 1000 > nowMs ? 'ok' : 'expired'
+}
+
+/** `{origin}/v1/outputs/{id}?expires=…&signature=…` valid for `ttlMs` from `nowMs`. */
+export function outputUrl(key: string, origin: string, id: string, nowMs: number, ttlMs: number): string {
+  const expires = Math.floor((nowMs + ttlMs) / 1000)
+  return `${origin}/v1/outputs/${id}?expires=${expires}&signature=${signOutput(key, id, expires)}`
+}
+
+const EXTENSIONS: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'video/mp4': 'mp4',
+  'audio/mpeg': 'mp3',
+  'audio/wav': 'wav',
+  'audio/ogg': 'ogg',
+}
+
+export function extensionFor(contentType: string): string {
+  return EXTENSIONS[contentType] ?? 'bin'
+}
+
+export interface OutputKeeperDeps {
+  storage: FileStorage
+  outputs: OutputStore
+  tasks: TaskStore
+  now: () => number
+  log: Logger
+  /** Outputs are deleted this long after they were stored. */
+  retentionMs: number
+  /** Largest output accepted (the adapters bound what they read; this bounds what is written). */
+  maxBytes: number
+}
+
+export interface OutputKeeper {
+  /** Writes the outputs' bytes and records; returns their references for the task. */
+  keep(taskId: string, accountId: string, outputs: readonly MediaOutput[]): Promise<TaskOutputRef[]>
+  /**
+   * Deletes expired outputs (records and bytes), then finished tasks older than `taskRetentionMs` (at
+   * least the output retention); returns how many outputs went.
+   */
+  sweep(taskRetentionMs: number): Promise<number>
+}
+
+export function createOutputKeeper(d: OutputKeeperDeps): OutputKeeper {
+  const removeOutput = (o: StoredOutput): Promise<void> => d.storage.remove(o.storageKey)
+  return {
+    async keep(taskId, accountId, outputs) {
+      const refs: TaskOutputRef[] = []
+      for (const out of outputs) {
+        const stored = await d.storage.write(Readable.from([out.data]), { maxBytes: d.maxBytes })
+        const now = d.now()
+        const record: StoredOutput = {
+          id: newOutputId(),
+          taskId,
+          accountId,
+          type: out.type,
+          contentType: out.contentType,
+          bytes: stored.bytes,
+          storageKey: stored.key,
+          createdAt: now,
+          expiresAt: now + d.retentionMs,
+        }
+        await d.outputs.put(record)
+        refs.push({ id: record.id, type: out.type })
+      }
+      return refs
+    },
+    async sweep(taskRetentionMs) {
+      const now = d.now()
+      let removed = 0
+      for (;;) {
+        const expired = await d.outputs.takeExpired(now, 100)
+        for (const o of expired) {
+          await removeOutput(o).catch((err: unknown) =>
+            d.log.warn({ err, output: o.id }, 'output removal failed'),
+          )
+        }
+        removed += expired.length
+        if (expired.length < 100) break
+      }
+      // Tasks are kept at least as long as their outputs (the caller's retention), so the outputs of a
+      // swept task have expired and gone above.
+      await d.tasks.sweep(now - taskRetentionMs)
+      return removed
+    },
+  }
+}

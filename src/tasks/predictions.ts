@@ -1,0 +1,233 @@
+import { createHash } from 'node:crypto'
+import type { Logger } from 'pino'
+import { admit, discountFor, release, type MeteringStats } from '../billing/metering.ts'
+import type { Config } from '../config.ts'
+import { GatewayError, invalidRequest } from '../errors.ts'
+import type { Ids } from '../ids.ts'
+import type { JsonValue } from '../providers/async-media/types.ts'
+import type { ModelTable } from '../routing/model-table.ts'
+import { familyKind, parseMediaInput, parsePredictionRequest } from '../schemas/predictions.ts'
+import type { Account, Store } from '../store/types.ts'
+import type { TaskRecord } from '../store/tasks.ts'
+import { taskCostBound } from './billing.ts'
+import { toPredictionBody, type PredictionBody } from './body.ts'
+import { outputUrl } from './outputs.ts'
+
+// Creating, reading and cancelling predictions (routes/predictions.ts is the HTTP side). Creation
+// checks everything before anything reaches an upstream (model, input rules, webhook address), holds
+// the task's price (402 when the account has nothing left), stores the task and wakes the runner.
+
+/** decisions.md: a repeat with the same Idempotency-Key within 24 h returns the first task. */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000
+/** A task's hold outlives its longest run by this, so the runner that ends it still finds it. */
+const HOLD_MARGIN_MS = 10 * 60_000
+
+export interface PredictionsDeps {
+  store: Store
+  models: ModelTable
+  config: Config
+  log: Logger
+  stats: MeteringStats
+  now: () => number
+  ids: Ids
+  /** Whether a provider has a media adapter (only those deployments can serve a task). */
+  servesMedia(provider: string): boolean
+  /** Refuses (400, param `webhook`) an address the gateway must not call (decisions.md, Webhooks). */
+  checkWebhook(url: string): Promise<void>
+  /** The runner: a new task is due at once. */
+  wake(): void
+  /** Queues the task's webhook with its final state (a cancelled task). */
+  announce(task: TaskRecord): Promise<void>
+  /** Signs output URLs. */
+  signingKey: string
+}
+
+export interface CreateOptions {
+  idempotencyKey?: string
+  /** Origin of the creating request, for the output URLs of the webhook when no public URL is set. */
+  origin: string
+}
+
+export interface Predictions {
+  create(account: Account, body: unknown, options: CreateOptions): Promise<TaskRecord>
+  /** The account's task, or 404 `prediction_not_found` (also for another account's). */
+  get(account: Account, id: string): Promise<TaskRecord>
+  /** Cancels a processing task; 409 `invalid_state` for a finished one. */
+  cancel(account: Account, id: string): Promise<TaskRecord>
+  /** The lookup body; output URLs on `origin`, valid for the configured time from now. */
+  body(task: TaskRecord, origin: string, requestId: string): Promise<PredictionBody>
+}
+
+/** JSON with object keys sorted, so equal bodies hash equal whatever their key order. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_k, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  )
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+
+const notFound = (id: string) =>
+  new GatewayError('prediction_not_found', `prediction ${id} not found`, { param: 'prediction_id' })
+
+export function createPredictions(d: PredictionsDeps): Predictions {
+  const p = d.config.predictions
+
+  async function create(account: Account, raw: unknown, options: CreateOptions): Promise<TaskRecord> {
+    const req = parsePredictionRequest(raw)
+    const model = d.models.get(req.model)
+    if (!model) throw new GatewayError('model_not_found', `model ${req.model} not found`, { param: 'model' })
+    if (model.family === undefined) {
+      throw invalidRequest(
+        'invalid_value',
+        `model ${req.model} is a ${model.type} model; predictions take image, video and speech models`,
+        'model',
+      )
+    }
+    const kind = familyKind[model.family]
+    if (req.function !== undefined && req.function !== kind) {
+      throw invalidRequest(
+        'invalid_value',
+        `model ${req.model} makes ${kind}, not ${req.function}`,
+        'function',
+      )
+    }
+    const media = parseMediaInput(model.family, req.input)
+    if (req.webhook !== undefined) await d.checkWebhook(req.webhook)
+    if (options.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(options.idempotencyKey)) {
+      throw invalidRequest(
+        'invalid_value',
+        'Idempotency-Key must be 1 to 255 printable ASCII characters',
+        'Idempotency-Key',
+      )
+    }
+    const deployment = model.deployments.find((x) => d.servesMedia(x.provider))
+    if (!deployment) {
+      throw new GatewayError(
+        'no_available_provider',
+        `no configured provider serves ${req.model} predictions`,
+      )
+    }
+
+    const now = d.now()
+    const id = d.ids.request()
+    await admit(d, {
+      account,
+      slug: model.slug,
+      generationId: id,
+      costBound: taskCostBound(media, deployment.price),
+      discountPpm: discountFor(account, model.slug),
+      tokenEstimate: 0,
+      ttlMs: p.maxTaskMs + HOLD_MARGIN_MS,
+      now,
+    })
+    const requestHash =
+      options.idempotencyKey === undefined
+        ? null
+        : createHash('sha256')
+            .update(
+              canonical({
+                model: req.model,
+                input: req.input,
+                webhook: req.webhook ?? null,
+                function: req.function ?? null,
+              }),
+            )
+            .digest('hex')
+    const task: TaskRecord = {
+      id,
+      accountId: account.id,
+      model: model.slug,
+      family: model.family,
+      provider: deployment.provider,
+      deployment: deployment.id,
+      upstreamModel: deployment.upstreamModel,
+      input: media.input as unknown as JsonValue,
+      webhook: req.webhook ?? null,
+      origin: p.publicUrl ?? options.origin,
+      status: 'processing',
+      upstreamState: null,
+      cancelUpstream: false,
+      outputs: [],
+      error: null,
+      createdAt: now,
+      updatedAt: now,
+      deadlineAt: now + p.maxTaskMs,
+      nextRunAt: now,
+      runs: 0,
+      leaseOwner: '',
+      leaseUntil: 0,
+      idempotencyKey: options.idempotencyKey ?? null,
+      requestHash,
+    }
+    let stored: { task: TaskRecord; created: boolean }
+    try {
+      stored = await d.store.tasks.create(task, now - IDEMPOTENCY_WINDOW_MS)
+    } catch (err) {
+      await release(d, { id, accountId: account.id }, 0, d.now())
+      throw err
+    }
+    if (!stored.created) {
+      // A repeat: nothing new starts and nothing new is held.
+      await release(d, { id, accountId: account.id }, 0, d.now())
+      if (stored.task.requestHash !== requestHash) {
+        throw new GatewayError(
+          'idempotency_key_reused',
+          'this Idempotency-Key was used with a different request body in the last 24 hours',
+          { param: 'Idempotency-Key' },
+        )
+      }
+      return stored.task
+    }
+    d.log.info({ taskId: id, model: model.slug, provider: deployment.provider }, 'task created')
+    d.wake()
+    return stored.task
+  }
+
+  async function get(account: Account, id: string): Promise<TaskRecord> {
+    // Ids are 32 hex: anything else is unknown without asking the store.
+    const task = /^[0-9a-f]{32}$/.test(id) ? await d.store.tasks.get(id) : null
+    if (!task || task.accountId !== account.id) throw notFound(id)
+    return task
+  }
+
+  return {
+    create,
+    get,
+    async cancel(account, id) {
+      const before = await get(account, id)
+      if (before.status !== 'processing') {
+        throw new GatewayError(
+          'invalid_state',
+          `prediction ${id} is ${before.status}; only a processing task can be cancelled`,
+        )
+      }
+      const after = await d.store.tasks.cancel(account.id, id, d.now())
+      if (!after) throw notFound(id)
+      if (after.status !== 'cancelled') {
+        throw new GatewayError(
+          'invalid_state',
+          `prediction ${id} is ${after.status}; only a processing task can be cancelled`,
+        )
+      }
+      await release(d, { id, accountId: account.id }, 0, d.now())
+      await d.announce(after)
+      // The runner cancels the upstream job, where there is one.
+      if (after.cancelUpstream) d.wake()
+      d.log.info({ taskId: id }, 'task cancelled')
+      return after
+    },
+    async body(task, origin, requestId) {
+      const record = task.status === 'processing' ? null : await d.store.generations.get(task.id)
+      const now = d.now()
+      return toPredictionBody(
+        task,
+        record,
+        (outId) => outputUrl(d.signingKey, origin, outId, now, p.outputUrlTtlMs),
+        requestId,
+      )
+    },
+  }
+}
