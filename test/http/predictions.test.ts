@@ -78,7 +78,12 @@ async function setup(file: unknown = undefined, env: Record<string, string> = {}
   })
   onTestFinished(() => gw.close())
   const post = (payload: unknown, headers: Record<string, string> = {}) =>
-    gw.app.inject({ method: 'POST', url: '/v1/predictions', headers: { ...devAuth, ...headers }, payload })
+    gw.app.inject({
+      method: 'POST',
+      url: '/v1/predictions',
+      headers: { ...devAuth, ...headers },
+      payload: payload as object,
+    })
   const get = (id: string, auth = devAuth) =>
     gw.app.inject({ method: 'GET', url: `/v1/predictions/${id}`, headers: auth })
   const credits = async (auth = devAuth) =>
