@@ -7,6 +7,7 @@ import type { ProviderKind, RetryPolicy, UpstreamConfig } from './providers/type
 import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
 import type { MediaFamily } from './providers/async-media/types.ts'
 import { compilePrice, type PriceTable } from './billing/prices.ts'
+import { isWebhookSecret } from './tasks/webhook-signing.ts'
 import { toPpm, usd, type Money } from './billing/money.ts'
 import type { RateLimits } from './store/types.ts'
 
@@ -131,6 +132,8 @@ export interface AccountConfig {
   discountPpm: number
   modelDiscountsPpm: Record<string, number>
   rateLimits: RateLimits
+  /** The account's webhook signing secret (`whsec_…`), applied at every start; generated when absent. */
+  webhookSecret?: string
 }
 
 /** Where the state lives: `GATEWAY_DATABASE_URL` or the config file's `database.url`. */
@@ -409,6 +412,11 @@ const accountSchema = z
     discountPercent: rate.default(0),
     modelDiscounts: z.record(z.string(), rate).default({}),
     rateLimits: rateLimitsSchema.default({}),
+    /** Standard Webhooks secret signing this account's prediction webhooks. */
+    webhookSecret: z
+      .string()
+      .refine(isWebhookSecret, 'must be whsec_ followed by base64 of 24 to 64 bytes')
+      .optional(),
   })
   .strict()
 
@@ -601,6 +609,7 @@ export function loadConfig(
     discountPpm: toPpm(a.discountPercent),
     modelDiscountsPpm: Object.fromEntries(Object.entries(a.modelDiscounts).map(([m, r]) => [m, toPpm(r)])),
     rateLimits: a.rateLimits,
+    webhookSecret: a.webhookSecret,
   }))
   let devAccount = false
   if (accounts.length === 0) {

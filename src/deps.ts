@@ -17,6 +17,10 @@ import { createStore } from './store/create.ts'
 import type { Store } from './store/types.ts'
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
+import { createWebhookSecrets, type WebhookSecrets } from './tasks/webhook-secrets.ts'
+import { checkUrl, resolveAllowed } from './http/address-guard.ts'
+import { safeRequest } from './http/safe-fetch.ts'
+import { GatewayError } from './errors.ts'
 import { createOutputKeeper, newSigningKey, outputUrl } from './tasks/outputs.ts'
 import { createTaskRunner, type MediaProvider, type TaskRunner } from './tasks/runner.ts'
 import { createPredictions, type Predictions } from './tasks/predictions.ts'
@@ -27,6 +31,8 @@ import { mediaAdapterFor } from './providers/async-media/registry.ts'
 import type { TaskRecord } from './store/tasks.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
+/** Downloading one client-given media URL (a first frame, a reference image) for an upstream. */
+const USER_MEDIA_TIMEOUT_MS = 30_000
 /** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */
 const FILE_SWEEP_INTERVAL_MS = 10 * 60_000
 
@@ -62,6 +68,8 @@ export interface Deps {
   outputStorage: FileStorage
   /** Signs output URLs (the configured key, or one generated once and kept in the store). */
   signingKey: string
+  /** The accounts' webhook signing secrets. */
+  webhookSecrets: WebhookSecrets
   now: () => number
   ids: Ids
   lifecycle: Lifecycle
@@ -118,6 +126,8 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
       if (Object.keys(patch).length > 0) await store.accounts.update(a.id, patch)
     }
     await store.appliedConfig?.set(a.id, canonical(fromFile))
+    // The file's webhook secret wins at every start (rotate it there, or leave it out and use the admin API).
+    if (a.webhookSecret !== undefined) await createWebhookSecrets(store.secrets).set(a.id, a.webhookSecret)
     const present = new Set((await store.accounts.listKeys(a.id)).map((k) => k.hash))
     for (const key of a.keys) {
       if (present.has(key.sha256)) continue
@@ -191,11 +201,31 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     }
     return mediaProviders.get(name)
   }
+  // Webhooks and client-given media URLs follow the same address rules (decisions.md, Webhooks).
+  const addressPolicy = { allowHttp: p.webhooks.allowHttp, allowedHosts: p.webhooks.allowedHosts }
   const tools: MediaTools = {
     ffmpegPath: p.ffmpegPath,
     maxOutputBytes: p.maxOutputBytes,
-    fetchUserMedia: () => Promise.reject(new Error('not wired yet')),
+    async fetchUserMedia(raw, signal) {
+      const res = await safeRequest(checkUrl(raw, addressPolicy, 'input'), {
+        method: 'GET',
+        headers: { accept: 'image/*, video/*, audio/*' },
+        timeoutMs: USER_MEDIA_TIMEOUT_MS,
+        maxBytes: p.maxOutputBytes,
+        policy: addressPolicy,
+        signal,
+      })
+      if (res.status < 200 || res.status > 299) {
+        throw new GatewayError('upstream_invalid_request', `an input media URL answered ${res.status}`)
+      }
+      const type = res.headers['content-type']
+      return {
+        data: res.body,
+        contentType: (Array.isArray(type) ? type[0] : type) ?? 'application/octet-stream',
+      }
+    },
   }
+  const webhookSecrets = createWebhookSecrets(store.secrets)
   const stats = createMeteringStats()
   const metering = { store, config, log, stats, models, now }
   const keeper = createOutputKeeper({
@@ -240,7 +270,10 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     now,
     ids: idsUsed,
     servesMedia: (name) => providerFor(name) !== undefined,
-    checkWebhook: async () => {},
+    async checkWebhook(raw) {
+      // At creation, and again at every delivery (tasks/webhooks.ts) on the address actually connected to.
+      await resolveAllowed(checkUrl(raw, addressPolicy, 'webhook'), addressPolicy, undefined, 'webhook')
+    },
     wake: () => runner.wake(),
     announce,
     signingKey,
@@ -273,6 +306,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     runner,
     outputStorage,
     signingKey,
+    webhookSecrets,
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
       clearInterval(sweeper)

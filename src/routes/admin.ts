@@ -8,6 +8,7 @@ import { fromPpm, toPpm, toUsd, usd } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
 import type { Account } from '../store/types.ts'
+import { isWebhookSecret } from '../tasks/webhook-signing.ts'
 
 // The operator's API: accounts, keys, credits, discounts, rate limits and generations, changed
 // while the gateway runs. Protected by GATEWAY_ADMIN_KEY and absent when that is unset.
@@ -38,6 +39,15 @@ const creditsBody = z
     amount: z.number().positive('must be above zero (credits are only added)').max(1e9),
   })
   .strict()
+const webhookSecretBody = z
+  .object({
+    secret: z
+      .string()
+      .refine(isWebhookSecret, 'must be whsec_ followed by base64 of 24 to 64 bytes')
+      .optional(),
+  })
+  .strict()
+
 const discountBody = z
   .object({ discount_percent: rate.nullable(), model: z.string().min(1).optional() })
   .strict()
@@ -215,6 +225,23 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
       rateLimits.requestsPerMinute = body.requests_per_minute ?? undefined
     if (body.tokens_per_minute !== undefined) rateLimits.tokensPerMinute = body.tokens_per_minute ?? undefined
     return accountView((await store.accounts.update(account.id, { rateLimits })) as Account)
+  })
+
+  app.get<{ Params: { id: string } }>('/admin/accounts/:id/webhook-secret', async (request) => {
+    const account = await mustGet(request.params.id)
+    return { object: 'webhook_secret', secret: await deps.webhookSecrets.secretFor(account.id) }
+  })
+
+  // Sets the secret given, or a new random one (rotation); deliveries already queued are signed with
+  // the secret in force when they are sent.
+  app.put<{ Params: { id: string } }>('/admin/accounts/:id/webhook-secret', async (request) => {
+    const account = await mustGet(request.params.id)
+    const body = parse(webhookSecretBody, request.body ?? {})
+    const secret =
+      body.secret === undefined
+        ? await deps.webhookSecrets.rotate(account.id)
+        : (await deps.webhookSecrets.set(account.id, body.secret), body.secret)
+    return { object: 'webhook_secret', secret }
   })
 
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/generations', async (request) => {

@@ -26,6 +26,12 @@ export const predictionsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app,
     return predictions.body(task, origin(request), request.id)
   })
 
+  // The secret that signs this account's webhooks, so its receiver can verify them.
+  app.get('/v1/webhooks/secret', async (request) => ({
+    object: 'webhook_secret',
+    secret: await deps.webhookSecrets.secretFor(request.account.id),
+  }))
+
   app.post<{ Params: { id: string } }>('/v1/predictions/:id/cancel', async (request) => {
     const task = await predictions.cancel(request.account, request.params.id)
     return predictions.body(task, origin(request), request.id)
