@@ -20,6 +20,7 @@ import { randomBytes } from 'node:crypto'
 import { createWebhookSecrets, type WebhookSecrets } from './tasks/webhook-secrets.ts'
 import { checkUrl, resolveAllowed } from './http/address-guard.ts'
 import { safeRequest } from './http/safe-fetch.ts'
+import { buildDelivery, createWebhookSender, type WebhookSender } from './tasks/webhooks.ts'
 import { GatewayError } from './errors.ts'
 import { createOutputKeeper, newSigningKey, outputUrl } from './tasks/outputs.ts'
 import { createTaskRunner, type MediaProvider, type TaskRunner } from './tasks/runner.ts'
@@ -31,6 +32,8 @@ import { mediaAdapterFor } from './providers/async-media/registry.ts'
 import type { TaskRecord } from './store/tasks.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
+/** How often each instance looks for webhook deliveries that are due. */
+const WEBHOOK_TICK_MS = 500
 /** Downloading one client-given media URL (a first frame, a reference image) for an upstream. */
 const USER_MEDIA_TIMEOUT_MS = 30_000
 /** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */
@@ -70,6 +73,8 @@ export interface Deps {
   signingKey: string
   /** The accounts' webhook signing secrets. */
   webhookSecrets: WebhookSecrets
+  /** Sends the queued webhook deliveries (started with the runner). */
+  webhookSender: WebhookSender
   now: () => number
   ids: Ids
   lifecycle: Lifecycle
@@ -247,8 +252,20 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
       (id) => outputUrl(signingKey, task.origin, id, now(), p.outputUrlTtlMs),
       idsUsed.request(),
     )
-    log.info({ taskId: task.id, bytes: JSON.stringify(body).length }, 'webhook queued')
+    await store.webhooks.enqueue(
+      buildDelivery(task, task.webhook, JSON.stringify(body), 'task.finished', now()),
+    )
+    log.info({ taskId: task.id }, 'webhook queued')
   }
+  const sender = createWebhookSender({
+    store: store.webhooks,
+    secrets: webhookSecrets,
+    config: p.webhooks,
+    now,
+    log,
+    owner,
+    leaseMs: p.leaseMs,
+  })
   const runner = createTaskRunner({
     tasks: store.tasks,
     keeper,
@@ -282,6 +299,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   let outputSweeper: NodeJS.Timeout | undefined
   if (background) {
     runner.start(Math.min(p.pollIntervalMs, 500))
+    sender.start(WEBHOOK_TICK_MS)
     outputSweeper = setInterval(() => {
       keeper.sweep(p.taskRetentionMs).catch((err: unknown) => log.warn({ err }, 'output housekeeping failed'))
     }, SWEEP_INTERVAL_MS)
@@ -307,12 +325,14 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     outputStorage,
     signingKey,
     webhookSecrets,
+    webhookSender: sender,
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
       clearInterval(sweeper)
       clearInterval(fileSweeper)
       clearInterval(outputSweeper)
       await runner.stop()
+      await sender.stop()
       await providers.close()
       await store.close()
     },

@@ -165,3 +165,67 @@ describe('webhook secrets', () => {
     ).rejects.toThrow(/accounts\[0\]\.webhookSecret/)
   })
 })
+
+describe('the webhook of a finished task', () => {
+  it('is queued once with the lookup body, and a cancel queues the cancelled body', async () => {
+    const clock = { t: 1_800_000_000_000 }
+    const png = Buffer.from('89504e470d0a1a0a', 'hex')
+    const adapter: MediaAdapter = {
+      async submit() {
+        return {
+          state: 'done',
+          result: {
+            outputs: [{ type: 'image', contentType: 'image/png', data: png }],
+            usage: { kind: 'images', count: 1, tier: '1K' },
+          },
+        }
+      },
+      async poll() {
+        return { state: 'pending', job: null }
+      },
+    }
+    const gw = await startGateway({
+      env: { GATEWAY_OUTPUTS_DIR: dir, GATEWAY_PUBLIC_URL: 'https://gw.example.com' },
+      file: { predictions: { webhooks: { allowHttp: true, allowedHosts: ['127.0.0.1'] } } },
+      overrides: { now: () => clock.t, background: false, mediaAdapterFor: () => adapter },
+    })
+    onTestFinished(() => gw.close())
+    const create = async () =>
+      (
+        await gw.app.inject({
+          method: 'POST',
+          url: '/v1/predictions',
+          headers: devAuth,
+          payload: { model: 'mock/image', input: { prompt: 'x' }, webhook: 'http://127.0.0.1:9/hook' },
+        })
+      ).json().data.task_id as string
+    const id = await create()
+    await gw.deps.runner.runOnce()
+    await gw.deps.runner.runOnce()
+    const deliveries = await gw.deps.store.webhooks.listByTask(id)
+    expect(deliveries).toHaveLength(1)
+    const delivery = deliveries[0]!
+    expect(delivery).toMatchObject({
+      id: `msg_${id}`,
+      url: 'http://127.0.0.1:9/hook',
+      status: 'pending',
+      attempts: 0,
+    })
+    const sent = JSON.parse(delivery.body)
+    const lookup = (
+      await gw.app.inject({ method: 'GET', url: `/v1/predictions/${id}`, headers: devAuth })
+    ).json()
+    expect({ ...sent, request_id: '' }).toEqual({ ...lookup, request_id: '' })
+    expect(sent.data.output[0].image).toMatch(/^https:\/\/gw\.example\.com\/v1\/outputs\/out_/)
+
+    const cancelled = await create()
+    const res = await gw.app.inject({
+      method: 'POST',
+      url: `/v1/predictions/${cancelled}/cancel`,
+      headers: devAuth,
+    })
+    expect(res.statusCode).toBe(200)
+    const [cancelDelivery] = await gw.deps.store.webhooks.listByTask(cancelled)
+    expect(JSON.parse(cancelDelivery!.body).data).toEqual({ task_id: cancelled, task_status: 'cancelled' })
+  })
+})
