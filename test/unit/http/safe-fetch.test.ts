@@ -1,3 +1,5 @@
+import type { AddressInfo } from 'node:net'
+import { createServer as createTlsServer } from 'node:tls'
 import { afterEach, describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
 import type { LookupAll } from '../../../src/http/address-guard.ts'
@@ -113,6 +115,32 @@ describe('safeRequest', () => {
     expect(res.status).toBe(200)
     expect(server.requests).toHaveLength(1)
     expect(server.requests[0]!.headers.host).toBe(`hooks.test:${server.port}`)
+  })
+
+  it('over https, connects to the pinned address with the host name as TLS server name', async () => {
+    // No certificate is needed to see the ClientHello: the server records the SNI and hangs up.
+    const serverNames: string[] = []
+    const tls = createTlsServer({
+      SNICallback: (name, cb) => {
+        serverNames.push(name)
+        cb(new Error('no certificate here'), undefined)
+      },
+    })
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = tls.address() as AddressInfo
+      const err = await failure(
+        safeRequest(new URL(`https://hooks.test:${port}/`), {
+          ...base,
+          policy: { allowHttp: false, allowedHosts: ['hooks.test'] },
+          lookup: async () => [{ address: '127.0.0.1', family: 4 }],
+        }),
+      )
+      expect(err).toMatchObject({ kind: 'network' })
+      expect(serverNames).toEqual(['hooks.test'])
+    } finally {
+      await new Promise((resolve) => tls.close(resolve))
+    }
   })
 
   it('sends nothing to a name that resolves to a forbidden address', async () => {
