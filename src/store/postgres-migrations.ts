@@ -217,4 +217,91 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX files_by_storage_key ON files (storage_key);
     `,
   },
+  {
+    version: 6,
+    // Asynchronous predictions (store/tasks.ts). JSON fields are \`json\`, not \`jsonb\`: a client's input
+    // is stored as sent (jsonb refuses a \u0000 in a string, and would reorder keys); a null upstream
+    // state or error is SQL NULL. \`seq\` is the insertion order, the tie-break of "oldest first". An
+    // idempotency key lives in \`task_keys\` rather than as a UNIQUE column of tasks: a key whose task
+    // is older than the window moves to the new task while the old task keeps its own copy.
+    name: 'prediction tasks, outputs, webhook deliveries, secrets',
+    sql: `
+      CREATE TABLE tasks (
+        seq bigserial PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        account_id text NOT NULL,
+        model text NOT NULL,
+        family text NOT NULL,
+        provider text NOT NULL,
+        deployment text NOT NULL,
+        upstream_model text NOT NULL,
+        input json NOT NULL,
+        webhook text,
+        status text NOT NULL,
+        upstream_state json,
+        cancel_upstream boolean NOT NULL,
+        outputs json NOT NULL,
+        error json,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        deadline_at bigint NOT NULL,
+        next_run_at bigint NOT NULL,
+        runs integer NOT NULL,
+        lease_owner text NOT NULL,
+        lease_until bigint NOT NULL,
+        idempotency_key text,
+        request_hash text
+      );
+      -- The runner's poll: only tasks that may need work are in it.
+      CREATE INDEX tasks_due ON tasks (next_run_at, seq) WHERE status = 'processing' OR cancel_upstream;
+      CREATE INDEX tasks_by_updated ON tasks (updated_at) WHERE status <> 'processing';
+
+      CREATE TABLE task_keys (
+        account_id text NOT NULL,
+        idempotency_key text NOT NULL,
+        task_id text NOT NULL,
+        created_at bigint NOT NULL,
+        PRIMARY KEY (account_id, idempotency_key)
+      );
+      CREATE INDEX task_keys_by_task ON task_keys (task_id);
+
+      CREATE TABLE task_outputs (
+        seq bigserial PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        task_id text NOT NULL,
+        account_id text NOT NULL,
+        type text NOT NULL,
+        content_type text NOT NULL,
+        bytes bigint NOT NULL,
+        storage_key text NOT NULL,
+        created_at bigint NOT NULL,
+        expires_at bigint NOT NULL
+      );
+      CREATE INDEX task_outputs_by_expiry ON task_outputs (expires_at, seq);
+      CREATE INDEX task_outputs_by_storage_key ON task_outputs (storage_key);
+
+      CREATE TABLE webhook_deliveries (
+        seq bigserial PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        task_id text NOT NULL,
+        account_id text NOT NULL,
+        url text NOT NULL,
+        body text NOT NULL,
+        status text NOT NULL,
+        attempts integer NOT NULL,
+        next_attempt_at bigint NOT NULL,
+        last_error text,
+        lease_owner text NOT NULL,
+        lease_until bigint NOT NULL,
+        created_at bigint NOT NULL
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, seq) WHERE status = 'pending';
+      CREATE INDEX webhook_deliveries_by_task ON webhook_deliveries (task_id, created_at, seq);
+
+      CREATE TABLE secrets (
+        name text PRIMARY KEY,
+        value text NOT NULL
+      );
+    `,
+  },
 ]

@@ -1,4 +1,3 @@
-import { createMemoryTaskStores } from './tasks-memory.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
@@ -6,6 +5,7 @@ import { GatewayError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { FilePurpose, FileStore, StoredFile } from './files.ts'
 import { migrations } from './postgres-migrations.ts'
+import { createPostgresTaskStores } from './postgres-tasks.ts'
 import type {
   Account,
   AccountStore,
@@ -155,8 +155,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
-    // PLACEHOLDER until the SQL task tables land: prediction state is not durable yet.
-    ...createMemoryTaskStores(),
+    ...createPostgresTaskStores(query, transaction),
     async ping() {
       await query('SELECT 1')
     },

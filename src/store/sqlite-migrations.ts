@@ -98,4 +98,90 @@ export const sqliteMigrations: readonly Migration[] = [
     // Files by storage key: the orphan sweep (src/files/orphan-sweep.ts) asks which keys have a record.
     sql: `CREATE INDEX files_by_storage_key ON files (storage_key);`,
   },
+  {
+    version: 3,
+    // Asynchronous predictions (store/tasks.ts). JSON fields are TEXT JSON; a null `upstream_state` or
+    // `error` is SQL NULL. `seq` is the insertion order, the tie-break of "oldest first" (as the
+    // memory store's insertion-ordered maps). An idempotency key lives in `task_keys`, not as a UNIQUE
+    // column of `tasks`: a key whose task is older than the window moves to the new task while the
+    // old task keeps its own copy (what memory does).
+    sql: `
+      CREATE TABLE tasks (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        account_id TEXT NOT NULL,
+        model TEXT NOT NULL,
+        family TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        deployment TEXT NOT NULL,
+        upstream_model TEXT NOT NULL,
+        input TEXT NOT NULL,
+        webhook TEXT,
+        status TEXT NOT NULL,
+        upstream_state TEXT,
+        cancel_upstream INTEGER NOT NULL,
+        outputs TEXT NOT NULL,
+        error TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        deadline_at INTEGER NOT NULL,
+        next_run_at INTEGER NOT NULL,
+        runs INTEGER NOT NULL,
+        lease_owner TEXT NOT NULL,
+        lease_until INTEGER NOT NULL,
+        idempotency_key TEXT,
+        request_hash TEXT
+      ) STRICT;
+      -- The runner's poll: only tasks that may need work are in it.
+      CREATE INDEX tasks_due ON tasks (next_run_at, seq) WHERE status = 'processing' OR cancel_upstream = 1;
+      CREATE INDEX tasks_by_updated ON tasks (updated_at) WHERE status <> 'processing';
+
+      CREATE TABLE task_keys (
+        account_id TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,      -- the task's createdAt, compared with the window
+        PRIMARY KEY (account_id, idempotency_key)
+      ) STRICT;
+      CREATE INDEX task_keys_by_task ON task_keys (task_id);
+
+      CREATE TABLE task_outputs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        task_id TEXT NOT NULL,
+        account_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        storage_key TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX task_outputs_by_expiry ON task_outputs (expires_at, seq);
+      CREATE INDEX task_outputs_by_storage_key ON task_outputs (storage_key);
+
+      CREATE TABLE webhook_deliveries (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        task_id TEXT NOT NULL,
+        account_id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        body TEXT NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_attempt_at INTEGER NOT NULL,
+        last_error TEXT,
+        lease_owner TEXT NOT NULL,
+        lease_until INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, seq) WHERE status = 'pending';
+      CREATE INDEX webhook_deliveries_by_task ON webhook_deliveries (task_id, created_at, seq);
+
+      CREATE TABLE secrets (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+      ) STRICT;
+    `,
+  },
 ]

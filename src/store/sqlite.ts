@@ -1,4 +1,3 @@
-import { createMemoryTaskStores } from './tasks-memory.ts'
 import { randomUUID } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
@@ -6,6 +5,7 @@ import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlit
 import { GatewayError } from '../errors.ts'
 import type { FileStore, StoredFile } from './files.ts'
 import { sqliteMigrations, type Migration } from './sqlite-migrations.ts'
+import { createSqliteTaskStores } from './sqlite-tasks.ts'
 import type {
   Account,
   AccountStore,
@@ -707,8 +707,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     generations,
     rateLimits,
     appliedConfig,
-    // PLACEHOLDER until the SQL task tables land: prediction state is not durable yet.
-    ...createMemoryTaskStores(),
+    ...createSqliteTaskStores({ get, all, run, tx, read }),
     async ping() {
       read(() => get('SELECT 1'))
     },

@@ -92,6 +92,10 @@ export function createMemoryTaskStores(): TaskStores {
             const k = `${t.accountId}\0${t.idempotencyKey}`
             if (byKey.get(k) === t.id) byKey.delete(k)
           }
+          // Its settled deliveries go too; a pending one stays, so the finish it reports is still sent.
+          for (const d of [...deliveries.values()]) {
+            if (d.taskId === t.id && d.status !== 'pending') deliveries.delete(d.id)
+          }
           removed.push(...t.outputs.map((o) => o.id))
         }
       }
