@@ -237,6 +237,7 @@ export const migrations: readonly Migration[] = [
         upstream_model text NOT NULL,
         input json NOT NULL,
         webhook text,
+        origin text NOT NULL DEFAULT '',
         status text NOT NULL,
         upstream_state json,
         cancel_upstream boolean NOT NULL,

@@ -36,6 +36,7 @@ interface TaskRow {
   upstream_model: string
   input: JsonValue
   webhook: string | null
+  origin: string
   status: TaskStatus
   upstream_state: JsonValue | null
   cancel_upstream: boolean
@@ -91,6 +92,7 @@ const toTask = (r: TaskRow): TaskRecord => ({
   upstreamModel: r.upstream_model,
   input: r.input,
   webhook: r.webhook,
+  origin: r.origin,
   status: r.status,
   upstreamState: r.upstream_state,
   cancelUpstream: r.cancel_upstream,
@@ -142,8 +144,10 @@ const json = (v: JsonValue | TaskError | TaskOutputRef[] | null): string | null 
   v === null ? null : JSON.stringify(v)
 
 /** RETURNING gives no order: claims are handed out oldest first, as the selection took them. */
-const byDue = <R extends { seq: string }>(at: (r: R) => number) => (a: R, b: R) =>
-  at(a) - at(b) || Number(BigInt(a.seq) - BigInt(b.seq))
+const byDue =
+  <R extends { seq: string }>(at: (r: R) => number) =>
+  (a: R, b: R) =>
+    at(a) - at(b) || Number(BigInt(a.seq) - BigInt(b.seq))
 
 export function createPostgresTaskStores(query: Query, transaction: Transaction): TaskStores {
   const tasks: TaskStore = {
@@ -152,9 +156,9 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
         q<TaskRow>(
           `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
-             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash)
+             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-             $20, $21, $22, $23)
+             $20, $21, $22, $23, $24)
            RETURNING *`,
           [
             task.id,
@@ -180,6 +184,7 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
             task.leaseUntil,
             task.idempotencyKey,
             task.requestHash,
+            task.origin,
           ],
         )
       if (task.idempotencyKey === null) {

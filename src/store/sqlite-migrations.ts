@@ -117,6 +117,7 @@ export const sqliteMigrations: readonly Migration[] = [
         upstream_model TEXT NOT NULL,
         input TEXT NOT NULL,
         webhook TEXT,
+        origin TEXT NOT NULL DEFAULT '',
         status TEXT NOT NULL,
         upstream_state TEXT,
         cancel_upstream INTEGER NOT NULL,

@@ -39,6 +39,7 @@ interface TaskRow {
   upstream_model: string
   input: string
   webhook: string | null
+  origin: string
   status: TaskStatus
   upstream_state: string | null
   cancel_upstream: number
@@ -92,6 +93,7 @@ const toTask = (r: TaskRow): TaskRecord => ({
   upstreamModel: r.upstream_model,
   input: JSON.parse(r.input) as JsonValue,
   webhook: r.webhook,
+  origin: r.origin,
   status: r.status,
   upstreamState: r.upstream_state === null ? null : (JSON.parse(r.upstream_state) as JsonValue),
   cancelUpstream: r.cancel_upstream === 1,
@@ -190,8 +192,8 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         run(
           `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
-             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           task.id,
           task.accountId,
           task.model,
@@ -215,6 +217,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
           task.leaseUntil,
           task.idempotencyKey,
           task.requestHash,
+          task.origin,
         )
         return { task: taskById(task.id)!, created: true }
       })
@@ -242,7 +245,12 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       return tx(() => {
         const t = taskById(id)
         if (!t || t.leaseOwner !== owner || t.status !== expectStatus) return null
-        const next: TaskRecord = { ...t, ...(structuredClone(patch) as TaskPatch), leaseOwner: '', leaseUntil: 0 }
+        const next: TaskRecord = {
+          ...t,
+          ...(structuredClone(patch) as TaskPatch),
+          leaseOwner: '',
+          leaseUntil: 0,
+        }
         writeTask(next)
         return next
       })
@@ -398,7 +406,10 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
     },
     async listByTask(taskId) {
       return read(() =>
-        all<DeliveryRow>('SELECT * FROM webhook_deliveries WHERE task_id = ? ORDER BY created_at, seq', taskId),
+        all<DeliveryRow>(
+          'SELECT * FROM webhook_deliveries WHERE task_id = ? ORDER BY created_at, seq',
+          taskId,
+        ),
       ).map(toDelivery)
     },
   }
@@ -415,7 +426,9 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       })
     },
     async get(name) {
-      return read(() => get<{ value: string }>('SELECT value FROM secrets WHERE name = ?', name))?.value ?? null
+      return (
+        read(() => get<{ value: string }>('SELECT value FROM secrets WHERE name = ?', name))?.value ?? null
+      )
     },
     async set(name, value) {
       await tx(() =>
