@@ -36,6 +36,13 @@ describe('README configuration examples', () => {
     expect(config.routing.breaker).toEqual({ failureThreshold: 5, cooldownMs: 30_000 })
   })
 
+  it('the Predictions webhook example loads as printed', () => {
+    const [example] = jsonBlocks('Predictions: images, video and speech')
+    const config = load(example as string)
+    expect(config.predictions.webhooks).toMatchObject({ allowHttp: true, allowedHosts: ['127.0.0.1'] })
+    expect(config.accounts[0]?.webhookSecret).toBe('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')
+  })
+
   it('an apiKeyEnv naming an unset variable stops the start, naming it', () => {
     expect(() =>
       load(
