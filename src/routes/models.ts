@@ -16,6 +16,8 @@ export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { de
         created,
         owned_by: d?.provider ?? m.slug.split('/')[0],
         type: m.type,
+        // Media models: the input rules their predictions follow (README, Predictions).
+        ...(m.family ? { input_family: m.family } : {}),
         pricing: d?.priced ? toPricing(d.price.table) : null,
       }
     }),

@@ -425,4 +425,18 @@ describe('POST /v1/predictions → runner → GET', () => {
     expect(await step()).toBe(0)
     expect(script.submits).toHaveLength(0)
   })
+
+  it('GET /v1/models lists the media models with their type, input family and prices', async () => {
+    const { gw } = await setup()
+    const list = (await gw.app.inject({ method: 'GET', url: '/v1/models', headers: devAuth })).json().data
+    const bySlug = Object.fromEntries(list.map((m: { id: string }) => [m.id, m]))
+    expect(bySlug['mock/image']).toMatchObject({
+      type: 'image',
+      input_family: 'image',
+      pricing: { image_per_image: { '1K': 0.01, '2K': 0.02, '4K': 0.04 } },
+    })
+    expect(bySlug['mock/speech']).toMatchObject({ type: 'speech', input_family: 'speech' })
+    expect(bySlug['mock/video-b']).toMatchObject({ type: 'video', input_family: 'video-b' })
+    expect(bySlug['mock/chat'].input_family).toBeUndefined()
+  })
 })
