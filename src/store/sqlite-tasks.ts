@@ -242,7 +242,12 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       return tx(() => {
         const t = taskById(id)
         if (!t || t.leaseOwner !== owner || t.status !== expectStatus) return null
-        const next: TaskRecord = { ...t, ...(structuredClone(patch) as TaskPatch), leaseOwner: '', leaseUntil: 0 }
+        const next: TaskRecord = {
+          ...t,
+          ...(structuredClone(patch) as TaskPatch),
+          leaseOwner: '',
+          leaseUntil: 0,
+        }
         writeTask(next)
         return next
       })
@@ -398,7 +403,10 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
     },
     async listByTask(taskId) {
       return read(() =>
-        all<DeliveryRow>('SELECT * FROM webhook_deliveries WHERE task_id = ? ORDER BY created_at, seq', taskId),
+        all<DeliveryRow>(
+          'SELECT * FROM webhook_deliveries WHERE task_id = ? ORDER BY created_at, seq',
+          taskId,
+        ),
       ).map(toDelivery)
     },
   }
@@ -415,7 +423,9 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       })
     },
     async get(name) {
-      return read(() => get<{ value: string }>('SELECT value FROM secrets WHERE name = ?', name))?.value ?? null
+      return (
+        read(() => get<{ value: string }>('SELECT value FROM secrets WHERE name = ?', name))?.value ?? null
+      )
     },
     async set(name, value) {
       await tx(() =>
