@@ -17,9 +17,12 @@ import type {
 
 // The prediction state (store/tasks.ts) in PostgreSQL, shared by every gateway instance on the
 // database. Leases are taken by one statement each: `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP
-// LOCKED) RETURNING *`, with the lease conditions repeated in the outer WHERE. A row another claim
-// holds locked is skipped, and a row it committed meanwhile is re-checked against its new version (a
-// lease now held fails the condition), so two instances never hold one task. Every other change is
+// LOCKED LIMIT n) RETURNING *`, with the lease conditions repeated in the outer WHERE. A row another
+// claim holds locked is skipped, and a row it committed meanwhile is re-checked against its new
+// version (a lease now held fails the condition), so two instances never hold one task. The selection
+// is a MATERIALIZED CTE, run exactly once: as a plain `IN (subquery)` the planner may rescan it per
+// outer row, and a rescan skips the rows this statement already changed and locks the next ones,
+// leasing more than `limit`. Every other change is
 // one conditional UPDATE (the lease holder, the expected status). Times are bigint ms, given by the
 // caller. Tables: migration 6 of postgres-migrations.ts.
 
@@ -222,10 +225,10 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       const due = `(status = 'processing' OR cancel_upstream) AND next_run_at <= $2
         AND (lease_owner = '' OR lease_until <= $2)`
       const { rows } = await query<TaskRow>(
-        `UPDATE tasks SET lease_owner = $1, lease_until = $3
-         WHERE id IN (SELECT id FROM tasks WHERE ${due} ORDER BY next_run_at, seq LIMIT $4
-                      FOR UPDATE SKIP LOCKED)
-           AND ${due}
+        `WITH picked AS MATERIALIZED (
+           SELECT id FROM tasks WHERE ${due} ORDER BY next_run_at, seq LIMIT $4 FOR UPDATE SKIP LOCKED)
+         UPDATE tasks SET lease_owner = $1, lease_until = $3
+         WHERE id IN (SELECT id FROM picked) AND ${due}
          RETURNING *`,
         [owner, now, now + leaseMs, limit],
       )
@@ -302,9 +305,10 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
     async takeExpired(now, limit) {
       // Two instances sweeping at once take different records (each deletes what it locked).
       const { rows } = await query<OutputRow & { seq: string }>(
-        `DELETE FROM task_outputs WHERE id IN (
+        `WITH picked AS MATERIALIZED (
            SELECT id FROM task_outputs WHERE expires_at <= $1 ORDER BY expires_at, seq LIMIT $2
            FOR UPDATE SKIP LOCKED)
+         DELETE FROM task_outputs WHERE id IN (SELECT id FROM picked)
          RETURNING *`,
         [now, limit],
       )
@@ -345,10 +349,11 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
     async claimDue(owner, now, leaseMs, limit) {
       const due = `status = 'pending' AND next_attempt_at <= $2 AND (lease_owner = '' OR lease_until <= $2)`
       const { rows } = await query<DeliveryRow>(
-        `UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $3
-         WHERE id IN (SELECT id FROM webhook_deliveries WHERE ${due} ORDER BY next_attempt_at, seq LIMIT $4
-                      FOR UPDATE SKIP LOCKED)
-           AND ${due}
+        `WITH picked AS MATERIALIZED (
+           SELECT id FROM webhook_deliveries WHERE ${due} ORDER BY next_attempt_at, seq LIMIT $4
+           FOR UPDATE SKIP LOCKED)
+         UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $3
+         WHERE id IN (SELECT id FROM picked) AND ${due}
          RETURNING *`,
         [owner, now, now + leaseMs, limit],
       )

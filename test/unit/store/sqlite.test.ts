@@ -69,7 +69,11 @@ describe('SQLite store', () => {
     open(path)
     open(path)
     const raw = new DatabaseSync(path)
-    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }, { version: 2 }])
+    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([
+      { version: 1 },
+      { version: 2 },
+      { version: 3 },
+    ])
     raw.prepare('INSERT INTO schema_version (version) VALUES (999)').run()
     raw.close()
     expect(() => createSqliteStore(path)).toThrow(/schema version 999/)
