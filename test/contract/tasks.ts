@@ -38,6 +38,7 @@ export function taskFixture(over: Partial<TaskRecord> = {}): TaskRecord {
       flags: [true, false, null, 0, -1.25, 'x', { deep: [[], {}] }],
     },
     webhook: 'https://hooks.example.test/junction?x=1',
+    origin: 'https://gateway.example.test',
     status: 'processing',
     upstreamState: null,
     cancelUpstream: false,
