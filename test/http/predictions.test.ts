@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it, onTestFinished } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { hashKey } from '../../src/config.ts'
 import { GatewayError } from '../../src/errors.ts'
 import type { JsonValue, MediaAdapter, MediaJob, MediaStep } from '../../src/providers/async-media/types.ts'
@@ -66,9 +66,13 @@ afterEach(() => {
   dirs = []
 })
 
+/** The backend of the describe block running (each scenario runs on memory and on SQLite). */
+let backend: 'memory' | 'sqlite' = 'memory'
+
 async function setup(file: unknown = undefined, env: Record<string, string> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'junction-pred-'))
   dirs.push(dir)
+  if (backend === 'sqlite') env = { GATEWAY_DATABASE_URL: `sqlite:${join(dir, 'junction.db')}`, ...env }
   const clock = { t: 1_800_000_000_000 }
   const { adapter, script } = scripted()
   const gw: TestGateway = await startGateway({
@@ -96,7 +100,11 @@ async function setup(file: unknown = undefined, env: Record<string, string> = {}
   return { gw, clock, script, post, get, credits, step }
 }
 
-describe('POST /v1/predictions → runner → GET', () => {
+describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions → runner → GET (%s)', (store) => {
+  beforeEach(() => {
+    backend = store
+  })
+
   it('returns processing at once, then success with a hosted PNG, exact usage, a generation record and the charge', async () => {
     const { gw, script, post, get, credits, step } = await setup()
     const before = await credits()
