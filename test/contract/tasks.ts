@@ -177,8 +177,18 @@ export function describeTaskStoreContract(
         const { tasks } = await openStore()
         const t = taskFixture()
         await tasks.create(t, 0)
-        await expect(tasks.create({ ...t, model: 'other' }, 0)).rejects.toThrow()
+        // Refused alone: a create running alongside it is not affected, and the key is not taken.
+        const alongside = taskFixture()
+        const [dup, ok] = await Promise.allSettled([
+          tasks.create({ ...t, model: 'other', idempotencyKey: 'dup-key' }, 0),
+          tasks.create(alongside, 0),
+        ])
+        expect(dup.status).toBe('rejected')
+        expect(ok).toEqual({ status: 'fulfilled', value: { task: alongside, created: true } })
         expect(await tasks.get(t.id)).toEqual(t)
+        expect(await tasks.get(alongside.id)).toEqual(alongside)
+        const keyed = taskFixture({ idempotencyKey: 'dup-key' })
+        expect(await tasks.create(keyed, 0)).toEqual({ task: keyed, created: true })
       })
 
       it('idempotent create: the same key within the window returns the first task', async () => {
