@@ -636,6 +636,27 @@ export function describeTaskStoreContract(
         }
       })
 
+      it('racing delivery claims never hand one delivery to both', async () => {
+        const { store, another } = await open()
+        if (!another) throw new Error(`${name}: a shared backend must give \`another\``)
+        const other = await another()
+        const task = taskId()
+        const all = Array.from({ length: 20 }, (_, n) =>
+          deliveryFixture(task, `e${n}`, { nextAttemptAt: T0 + n, createdAt: T0 + n }),
+        )
+        for (const d of all) await store.webhooks.enqueue(d)
+        const [a, b] = await Promise.all([
+          store.webhooks.claimDue('a', T0 + 100, 5000, 12),
+          other.webhooks.claimDue('b', T0 + 100, 5000, 12),
+        ])
+        const rest = await store.webhooks.claimDue('c', T0 + 100, 5000, 20)
+        const taken = [...ids(a), ...ids(b), ...ids(rest)]
+        expect(new Set(taken).size).toBe(taken.length)
+        expect(new Set(taken)).toEqual(new Set(ids(all)))
+        expect(a.length).toBeLessThanOrEqual(12)
+        expect(b.length).toBeLessThanOrEqual(12)
+      })
+
       it('racing getOrCreate from two stores agree', async () => {
         const { store, another } = await open()
         if (!another) throw new Error(`${name}: a shared backend must give \`another\``)
