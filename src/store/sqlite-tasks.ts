@@ -170,6 +170,9 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
   const tasks: TaskStore = {
     async create(task, idempotencySince) {
       return tx(() => {
+        // Checked, not left to the UNIQUE constraint: a constraint failure is a database error, which
+        // would fail every operation of the group commit; this fails only its own (as memory does).
+        if (get('SELECT 1 FROM tasks WHERE id = ?', task.id)) throw new Error(`task ${task.id} exists`)
         if (task.idempotencyKey !== null) {
           const held = get<{ task_id: string; created_at: number }>(
             'SELECT task_id, created_at FROM task_keys WHERE account_id = ? AND idempotency_key = ?',

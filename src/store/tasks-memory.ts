@@ -34,6 +34,7 @@ export function createMemoryTaskStores(): TaskStores {
 
   const taskStore: TaskStore = {
     async create(task, idempotencySince) {
+      if (tasks.has(task.id)) throw new Error(`task ${task.id} exists`)
       if (task.idempotencyKey !== null) {
         const k = `${task.accountId}\0${task.idempotencyKey}`
         const existing = tasks.get(byKey.get(k) ?? '')
@@ -42,7 +43,6 @@ export function createMemoryTaskStores(): TaskStores {
         }
         byKey.set(k, task.id)
       }
-      if (tasks.has(task.id)) throw new Error(`task ${task.id} exists`)
       tasks.set(task.id, copyTask(task))
       return { task: copyTask(task), created: true }
     },

@@ -178,8 +178,18 @@ export function describeTaskStoreContract(
         const { tasks } = await openStore()
         const t = taskFixture()
         await tasks.create(t, 0)
-        await expect(tasks.create({ ...t, model: 'other' }, 0)).rejects.toThrow()
+        // Refused alone: a create running alongside it is not affected, and the key is not taken.
+        const alongside = taskFixture()
+        const [dup, ok] = await Promise.allSettled([
+          tasks.create({ ...t, model: 'other', idempotencyKey: 'dup-key' }, 0),
+          tasks.create(alongside, 0),
+        ])
+        expect(dup.status).toBe('rejected')
+        expect(ok).toEqual({ status: 'fulfilled', value: { task: alongside, created: true } })
         expect(await tasks.get(t.id)).toEqual(t)
+        expect(await tasks.get(alongside.id)).toEqual(alongside)
+        const keyed = taskFixture({ idempotencyKey: 'dup-key' })
+        expect(await tasks.create(keyed, 0)).toEqual({ task: keyed, created: true })
       })
 
       it('idempotent create: the same key within the window returns the first task', async () => {
@@ -625,6 +635,27 @@ export function describeTaskStoreContract(
           for (const t of a) expect((await other.tasks.get(t.id))!.leaseOwner).toBe('a')
           for (const t of b) expect((await store.tasks.get(t.id))!.leaseOwner).toBe('b')
         }
+      })
+
+      it('racing delivery claims never hand one delivery to both', async () => {
+        const { store, another } = await open()
+        if (!another) throw new Error(`${name}: a shared backend must give \`another\``)
+        const other = await another()
+        const task = taskId()
+        const all = Array.from({ length: 20 }, (_, n) =>
+          deliveryFixture(task, `e${n}`, { nextAttemptAt: T0 + n, createdAt: T0 + n }),
+        )
+        for (const d of all) await store.webhooks.enqueue(d)
+        const [a, b] = await Promise.all([
+          store.webhooks.claimDue('a', T0 + 100, 5000, 12),
+          other.webhooks.claimDue('b', T0 + 100, 5000, 12),
+        ])
+        const rest = await store.webhooks.claimDue('c', T0 + 100, 5000, 20)
+        const taken = [...ids(a), ...ids(b), ...ids(rest)]
+        expect(new Set(taken).size).toBe(taken.length)
+        expect(new Set(taken)).toEqual(new Set(ids(all)))
+        expect(a.length).toBeLessThanOrEqual(12)
+        expect(b.length).toBeLessThanOrEqual(12)
       })
 
       it('racing getOrCreate from two stores agree', async () => {
