@@ -684,11 +684,19 @@ const DEFAULT_WEBHOOK_SCHEDULE = [5_000, 30_000, 120_000, 600_000, 3_600_000, 10
 function resolvePredictions(p: FileConfig['predictions'], e: z.infer<typeof envSchema>): PredictionsConfig {
   const pollIntervalMs = p.pollIntervalMs ?? 1_000
   const schedule = p.webhooks.schedule ?? DEFAULT_WEBHOOK_SCHEDULE
+  const leaseMs = p.leaseMs ?? 60_000
+  const webhookTimeoutMs = p.webhooks.timeoutMs ?? 10_000
+  // A lease must outlast the work done under it, or another instance repeats a delivery in flight.
+  if (webhookTimeoutMs * 2 > leaseMs) {
+    throw new ConfigError(
+      `predictions.webhooks.timeoutMs: ${webhookTimeoutMs} ms must be at most half of predictions.leaseMs (${leaseMs} ms)`,
+    )
+  }
   return {
     maxTaskMs: p.maxTaskMs ?? 30 * 60_000,
     pollIntervalMs,
     maxPollIntervalMs: Math.max(pollIntervalMs, p.maxPollIntervalMs ?? 30_000),
-    leaseMs: p.leaseMs ?? 60_000,
+    leaseMs,
     concurrency: p.concurrency ?? 16,
     outputsDir: e.GATEWAY_OUTPUTS_DIR ?? p.outputsDir ?? './data/outputs',
     outputRetentionMs: p.outputRetentionMs ?? 7 * 86_400_000,
@@ -702,7 +710,7 @@ function resolvePredictions(p: FileConfig['predictions'], e: z.infer<typeof envS
     webhooks: {
       schedule,
       maxAttempts: p.webhooks.maxAttempts ?? schedule.length + 1,
-      timeoutMs: p.webhooks.timeoutMs ?? 10_000,
+      timeoutMs: webhookTimeoutMs,
       allowHttp: p.webhooks.allowHttp ?? false,
       allowedHosts: p.webhooks.allowedHosts ?? [],
     },

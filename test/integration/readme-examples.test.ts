@@ -89,4 +89,40 @@ describe('README curl examples', () => {
     expect(results.map((r) => r[0])).toEqual([200])
     expect(JSON.parse(results[0]![1]).model).toBe('mock/chat')
   })
+
+  it('Predictions: the walk-through creates a task, reads it, downloads its PNG and shows its charge', async () => {
+    const dir = workspace()
+    const s = await start(
+      { GATEWAY_DATABASE_URL: 'memory', GATEWAY_OUTPUTS_DIR: join(dir, 'outputs'), MOCK_TASK_DELAY_MS: '0' },
+      dir,
+    )
+    const [block] = shBlocks('Predictions: images, video and speech')
+    const lines = (block as string).split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'))
+    // The create command spans two lines (a backslash continuation).
+    const created = await runBlock(lines.slice(0, 2).join('\n'), s.origin, dir)
+    expect(created.map((r) => r[0])).toEqual([200])
+    const id = JSON.parse(created[0]![1]).data.task_id as string
+    let body
+    do {
+      const res = await runBlock(lines[2]!.replaceAll('4f0c…', id), s.origin, dir)
+      expect(res[0]![0]).toBe(200)
+      body = JSON.parse(res[0]![1])
+    } while (body.data.task_status === 'processing')
+    expect(body.data.task_status).toBe('success')
+    expect(body.usage).toEqual({ upstream_cost: 0.02, discount: 0, discount_percent: 0, cost: 0.02 })
+    const url = body.data.output[0].image as string
+    const rest = await runBlock(
+      lines
+        .slice(3)
+        .join('\n')
+        .replaceAll('4f0c…', id)
+        .replaceAll("'http://localhost:8080/v1/outputs/out_…?expires=…&signature=…'", `'${url}'`),
+      s.origin,
+      dir,
+    )
+    expect(rest.map((r) => r[0])).toEqual([200, 200, 200])
+    expect(readFileSync(join(dir, 'picture.png')).subarray(1, 4).toString('latin1')).toBe('PNG')
+    expect(JSON.parse(rest[1]![1])).toMatchObject({ generationId: id, api: '/v1/predictions' })
+    expect(JSON.parse(rest[2]![1]).data.total_usage).toBe(0.02)
+  })
 })

@@ -139,6 +139,12 @@ describe('loadConfig', () => {
     ],
     [{ accounts: [{ id: 'a', keys: [{ sha256: 'zz' }] }] }, /accounts\[0\]\.keys\[0\]/],
     [{ unknownSection: true }, /unknownSection|unrecognized/i],
+    [
+      { predictions: { leaseMs: 10_000, webhooks: { timeoutMs: 6_000 } } },
+      /predictions\.webhooks\.timeoutMs: 6000 ms must be at most half of predictions\.leaseMs/,
+    ],
+    [{ predictions: { outputSigningKey: 'short' } }, /predictions\.outputSigningKey/],
+    [{ predictions: { webhooks: { schedule: [] } } }, /predictions\.webhooks\.schedule/],
   ])('a bad config names the field: %j', (file, pattern) => {
     expect(() => withFile(file)).toThrow(pattern)
   })
@@ -147,5 +153,59 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ GATEWAY_CONFIG: 'x.json' }, () => '{oops')).toThrow(
       /GATEWAY_CONFIG \(x\.json\)/,
     )
+  })
+})
+
+describe('predictions configuration', () => {
+  it('has the documented defaults', () => {
+    const c = loadConfig({})
+    expect(c.predictions).toEqual({
+      maxTaskMs: 30 * 60_000,
+      pollIntervalMs: 1_000,
+      maxPollIntervalMs: 30_000,
+      leaseMs: 60_000,
+      concurrency: 16,
+      outputsDir: './data/outputs',
+      outputRetentionMs: 7 * 86_400_000,
+      outputUrlTtlMs: 86_400_000,
+      maxOutputBytes: 512 * 1024 ** 2,
+      outputSigningKey: undefined,
+      publicUrl: undefined,
+      mockDelayMs: 3_000,
+      ffmpegPath: 'ffmpeg',
+      taskRetentionMs: 30 * 86_400_000,
+      webhooks: {
+        schedule: [5_000, 30_000, 120_000, 600_000, 3_600_000, 10_800_000],
+        maxAttempts: 7,
+        timeoutMs: 10_000,
+        allowHttp: false,
+        allowedHosts: [],
+      },
+    })
+  })
+
+  it('takes the environment over the file, and keeps tasks at least as long as their outputs', () => {
+    const c = loadConfig(
+      {
+        GATEWAY_CONFIG: 'x.json',
+        GATEWAY_OUTPUTS_DIR: '/srv/out',
+        GATEWAY_PUBLIC_URL: 'https://gw.example.com/',
+        MOCK_TASK_DELAY_MS: '0',
+      },
+      () =>
+        JSON.stringify({
+          predictions: {
+            outputsDir: '/ignored',
+            outputRetentionMs: 90 * 86_400_000,
+            taskRetentionMs: 60_000,
+          },
+        }),
+    )
+    expect(c.predictions).toMatchObject({
+      outputsDir: '/srv/out',
+      publicUrl: 'https://gw.example.com',
+      mockDelayMs: 0,
+      taskRetentionMs: 90 * 86_400_000,
+    })
   })
 })
