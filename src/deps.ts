@@ -15,27 +15,14 @@ import { createRenewals, type Renewals } from './inference/renewals.ts'
 import { countTokens, type TokenCounter } from './billing/tokens.ts'
 import { createStore } from './store/create.ts'
 import type { Store } from './store/types.ts'
-import { hostname } from 'node:os'
-import { randomBytes } from 'node:crypto'
 import { createWebhookSecrets, type WebhookSecrets } from './tasks/webhook-secrets.ts'
-import { checkUrl, resolveAllowed } from './http/address-guard.ts'
-import { safeRequest } from './http/safe-fetch.ts'
-import { buildDelivery, createWebhookSender, type WebhookSender } from './tasks/webhooks.ts'
-import { GatewayError } from './errors.ts'
-import { createOutputKeeper, newSigningKey, outputUrl } from './tasks/outputs.ts'
-import { createTaskRunner, type MediaProvider, type TaskRunner } from './tasks/runner.ts'
-import { createPredictions, type Predictions } from './tasks/predictions.ts'
-import { settleTask } from './tasks/billing.ts'
-import { toPredictionBody } from './tasks/body.ts'
-import type { MediaAdapter, MediaTools } from './providers/async-media/types.ts'
-import { mediaAdapterFor } from './providers/async-media/registry.ts'
-import type { TaskRecord } from './store/tasks.ts'
+import type { WebhookSender } from './tasks/webhooks.ts'
+import { createPredictionServices } from './tasks/create.ts'
+import type { TaskRunner } from './tasks/runner.ts'
+import type { Predictions } from './tasks/predictions.ts'
+import type { MediaAdapter } from './providers/async-media/types.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
-/** How often each instance looks for webhook deliveries that are due. */
-const WEBHOOK_TICK_MS = 500
-/** Downloading one client-given media URL (a first frame, a reference image) for an upstream. */
-const USER_MEDIA_TIMEOUT_MS = 30_000
 /** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */
 const FILE_SWEEP_INTERVAL_MS = 10 * 60_000
 
@@ -183,128 +170,21 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   }, FILE_SWEEP_INTERVAL_MS)
   fileSweeper.unref()
 
-  // Predictions (tasks/).
-  const p = config.predictions
-  const owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
-  const outputStorage = overrides.outputStorage ?? createLocalFileStorage(p.outputsDir, { now })
-  const signingKey =
-    p.outputSigningKey ?? (await store.secrets.getOrCreate('output-url-signing-key', newSigningKey))
-  const adapterOf =
-    overrides.mediaAdapterFor ??
-    ((kind: string) => mediaAdapterFor(kind, { now, mockDelayMs: p.mockDelayMs }))
-  const mediaProviders = new Map<string, MediaProvider | undefined>()
-  const providerFor = (name: string): MediaProvider | undefined => {
-    if (!mediaProviders.has(name)) {
-      const provider = providers.get(name)
-      const adapter = provider && adapterOf(provider.config.kind)
-      mediaProviders.set(
-        name,
-        provider && adapter
-          ? { adapter, call: { upstream: provider.config, dispatcher: provider.dispatcher } }
-          : undefined,
-      )
-    }
-    return mediaProviders.get(name)
-  }
-  // Webhooks and client-given media URLs follow the same address rules (decisions.md, Webhooks).
-  const addressPolicy = { allowHttp: p.webhooks.allowHttp, allowedHosts: p.webhooks.allowedHosts }
-  const tools: MediaTools = {
-    ffmpegPath: p.ffmpegPath,
-    maxOutputBytes: p.maxOutputBytes,
-    async fetchUserMedia(raw, signal) {
-      const res = await safeRequest(checkUrl(raw, addressPolicy, 'input'), {
-        method: 'GET',
-        headers: { accept: 'image/*, video/*, audio/*' },
-        timeoutMs: USER_MEDIA_TIMEOUT_MS,
-        maxBytes: p.maxOutputBytes,
-        policy: addressPolicy,
-        signal,
-      })
-      if (res.status < 200 || res.status > 299) {
-        throw new GatewayError('upstream_invalid_request', `an input media URL answered ${res.status}`)
-      }
-      const type = res.headers['content-type']
-      return {
-        data: res.body,
-        contentType: (Array.isArray(type) ? type[0] : type) ?? 'application/octet-stream',
-      }
-    },
-  }
-  const webhookSecrets = createWebhookSecrets(store.secrets)
   const stats = createMeteringStats()
-  const metering = { store, config, log, stats, models, now }
-  const keeper = createOutputKeeper({
-    storage: outputStorage,
-    outputs: store.outputs,
-    tasks: store.tasks,
-    now,
-    log,
-    retentionMs: p.outputRetentionMs,
-    maxBytes: p.maxOutputBytes,
-  })
   const idsUsed = overrides.ids ?? defaultIds
-  async function announce(task: TaskRecord): Promise<void> {
-    if (task.webhook === null) return
-    const record = await store.generations.get(task.id)
-    const body = toPredictionBody(
-      task,
-      record,
-      (id) => outputUrl(signingKey, task.origin, id, now(), p.outputUrlTtlMs),
-      idsUsed.request(),
-    )
-    await store.webhooks.enqueue(
-      buildDelivery(task, task.webhook, JSON.stringify(body), 'task.finished', now()),
-    )
-    log.info({ taskId: task.id }, 'webhook queued')
-  }
-  const sender = createWebhookSender({
-    store: store.webhooks,
-    secrets: webhookSecrets,
-    config: p.webhooks,
-    now,
-    log,
-    owner,
-    leaseMs: p.leaseMs,
-  })
-  const runner = createTaskRunner({
-    tasks: store.tasks,
-    keeper,
-    providerFor,
-    tools,
-    config: p,
-    now,
-    log,
-    owner,
-    settle: (task, end) => settleTask(metering, task, end),
-    announce,
-  })
-  const predictions = createPredictions({
-    store,
-    models,
+  const tasks = await createPredictionServices({
     config,
+    store,
+    providers,
+    models,
     log,
-    stats,
     now,
     ids: idsUsed,
-    servesMedia: (name) => providerFor(name) !== undefined,
-    async checkWebhook(raw) {
-      // At creation, and again at every delivery (tasks/webhooks.ts) on the address actually connected to.
-      await resolveAllowed(checkUrl(raw, addressPolicy, 'webhook'), addressPolicy, undefined, 'webhook')
-    },
-    wake: () => runner.wake(),
-    announce,
-    signingKey,
+    stats,
+    outputStorage: overrides.outputStorage,
+    mediaAdapterFor: overrides.mediaAdapterFor,
   })
-  const background = overrides.background ?? true
-  let outputSweeper: NodeJS.Timeout | undefined
-  if (background) {
-    runner.start(Math.min(p.pollIntervalMs, 500))
-    sender.start(WEBHOOK_TICK_MS)
-    outputSweeper = setInterval(() => {
-      keeper.sweep(p.taskRetentionMs).catch((err: unknown) => log.warn({ err }, 'output housekeeping failed'))
-    }, SWEEP_INTERVAL_MS)
-    outputSweeper.unref()
-  }
+  if (overrides.background ?? true) tasks.start()
   return {
     config,
     log,
@@ -320,19 +200,17 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     renewals: createRenewals({ ledger: store.ledger, now, log, ttlMs: config.limits.reservationTtlMs }),
     now,
     ids: idsUsed,
-    predictions,
-    runner,
-    outputStorage,
-    signingKey,
-    webhookSecrets,
-    webhookSender: sender,
+    predictions: tasks.predictions,
+    runner: tasks.runner,
+    outputStorage: tasks.outputStorage,
+    signingKey: tasks.signingKey,
+    webhookSecrets: tasks.webhookSecrets,
+    webhookSender: tasks.sender,
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
       clearInterval(sweeper)
       clearInterval(fileSweeper)
-      clearInterval(outputSweeper)
-      await runner.stop()
-      await sender.stop()
+      await tasks.stop()
       await providers.close()
       await store.close()
     },

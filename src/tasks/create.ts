@@ -1,0 +1,204 @@
+import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
+import type { Logger } from 'pino'
+import type { MeteringStats } from '../billing/metering.ts'
+import type { Config } from '../config.ts'
+import { GatewayError } from '../errors.ts'
+import { createLocalFileStorage } from '../files/local-storage.ts'
+import type { FileStorage } from '../files/storage.ts'
+import { checkUrl, resolveAllowed } from '../http/address-guard.ts'
+import { safeRequest } from '../http/safe-fetch.ts'
+import type { Ids } from '../ids.ts'
+import { mediaAdapterFor } from '../providers/async-media/registry.ts'
+import type { MediaAdapter, MediaTools } from '../providers/async-media/types.ts'
+import type { ProviderRegistry } from '../providers/registry.ts'
+import type { ModelTable } from '../routing/model-table.ts'
+import type { TaskRecord } from '../store/tasks.ts'
+import type { Store } from '../store/types.ts'
+import { settleTask } from './billing.ts'
+import { toPredictionBody } from './body.ts'
+import { createOutputKeeper, newSigningKey, outputUrl } from './outputs.ts'
+import { createPredictions, type Predictions } from './predictions.ts'
+import { createTaskRunner, type MediaProvider, type TaskRunner } from './runner.ts'
+import { createWebhookSecrets, type WebhookSecrets } from './webhook-secrets.ts'
+import { buildDelivery, createWebhookSender, type WebhookSender } from './webhooks.ts'
+
+// The predictions' parts wired together (createDeps calls this): the API side, the task runner, the
+// webhook sender and the output housekeeping, all on the one store, so any instance can carry on
+// what another started.
+
+/** How often each instance looks for webhook deliveries that are due. */
+const WEBHOOK_TICK_MS = 500
+/** Expired outputs and old tasks: deleted in the background. */
+const SWEEP_INTERVAL_MS = 60_000
+/** Downloading one client-given media URL (a first frame, a reference image) for an upstream. */
+const USER_MEDIA_TIMEOUT_MS = 30_000
+
+export interface PredictionServicesDeps {
+  config: Config
+  store: Store
+  providers: ProviderRegistry
+  models: ModelTable
+  log: Logger
+  now: () => number
+  ids: Ids
+  stats: MeteringStats
+  /** Tests: where outputs go, and which adapters serve (by provider kind). */
+  outputStorage?: FileStorage
+  mediaAdapterFor?: (kind: string) => MediaAdapter | undefined
+}
+
+export interface PredictionServices {
+  predictions: Predictions
+  runner: TaskRunner
+  sender: WebhookSender
+  outputStorage: FileStorage
+  signingKey: string
+  webhookSecrets: WebhookSecrets
+  /** Starts the runner, the sender and the housekeeping. */
+  start(): void
+  /** Stops them; steps in flight are aborted and their tasks freed for the next run. */
+  stop(): Promise<void>
+}
+
+export async function createPredictionServices(d: PredictionServicesDeps): Promise<PredictionServices> {
+  const { config, store, log, now } = d
+  const p = config.predictions
+  const owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
+  const outputStorage = d.outputStorage ?? createLocalFileStorage(p.outputsDir, { now })
+  const signingKey =
+    p.outputSigningKey ?? (await store.secrets.getOrCreate('output-url-signing-key', newSigningKey))
+  const adapterOf =
+    d.mediaAdapterFor ?? ((kind: string) => mediaAdapterFor(kind, { now, mockDelayMs: p.mockDelayMs }))
+  const mediaProviders = new Map<string, MediaProvider | undefined>()
+  const providerFor = (name: string): MediaProvider | undefined => {
+    if (!mediaProviders.has(name)) {
+      const provider = d.providers.get(name)
+      const adapter = provider && adapterOf(provider.config.kind)
+      mediaProviders.set(
+        name,
+        provider && adapter
+          ? { adapter, call: { upstream: provider.config, dispatcher: provider.dispatcher } }
+          : undefined,
+      )
+    }
+    return mediaProviders.get(name)
+  }
+
+  // Webhooks and client-given media URLs follow the same address rules (decisions.md, Webhooks).
+  const addressPolicy = { allowHttp: p.webhooks.allowHttp, allowedHosts: p.webhooks.allowedHosts }
+  const tools: MediaTools = {
+    ffmpegPath: p.ffmpegPath,
+    maxOutputBytes: p.maxOutputBytes,
+    async fetchUserMedia(raw, signal) {
+      const res = await safeRequest(checkUrl(raw, addressPolicy, 'input'), {
+        method: 'GET',
+        headers: { accept: 'image/*, video/*, audio/*' },
+        timeoutMs: USER_MEDIA_TIMEOUT_MS,
+        maxBytes: p.maxOutputBytes,
+        policy: addressPolicy,
+        signal,
+      })
+      if (res.status < 200 || res.status > 299) {
+        throw new GatewayError('upstream_invalid_request', `an input media URL answered ${res.status}`)
+      }
+      const type = res.headers['content-type']
+      return {
+        data: res.body,
+        contentType: (Array.isArray(type) ? type[0] : type) ?? 'application/octet-stream',
+      }
+    },
+  }
+
+  const webhookSecrets = createWebhookSecrets(store.secrets)
+  const metering = { store, config, log, stats: d.stats, models: d.models, now }
+  const keeper = createOutputKeeper({
+    storage: outputStorage,
+    outputs: store.outputs,
+    tasks: store.tasks,
+    now,
+    log,
+    retentionMs: p.outputRetentionMs,
+    maxBytes: p.maxOutputBytes,
+  })
+
+  /** Queues the webhook of a task that ended: the body a lookup would show now. */
+  async function announce(task: TaskRecord): Promise<void> {
+    if (task.webhook === null) return
+    const record = await store.generations.get(task.id)
+    const body = toPredictionBody(
+      task,
+      record,
+      (id) => outputUrl(signingKey, task.origin, id, now(), p.outputUrlTtlMs),
+      d.ids.request(),
+    )
+    await store.webhooks.enqueue(
+      buildDelivery(task, task.webhook, JSON.stringify(body), 'task.finished', now()),
+    )
+    log.info({ taskId: task.id }, 'webhook queued')
+  }
+
+  const sender = createWebhookSender({
+    store: store.webhooks,
+    secrets: webhookSecrets,
+    config: p.webhooks,
+    now,
+    log,
+    owner,
+    leaseMs: p.leaseMs,
+  })
+  const runner = createTaskRunner({
+    tasks: store.tasks,
+    keeper,
+    providerFor,
+    tools,
+    config: p,
+    now,
+    log,
+    owner,
+    settle: (task, end) => settleTask(metering, task, end),
+    announce,
+  })
+  const predictions = createPredictions({
+    store,
+    models: d.models,
+    config,
+    log,
+    stats: d.stats,
+    now,
+    ids: d.ids,
+    servesMedia: (name) => providerFor(name) !== undefined,
+    async checkWebhook(raw) {
+      // At creation, and again at every delivery (tasks/webhooks.ts) on the address actually connected to.
+      await resolveAllowed(checkUrl(raw, addressPolicy, 'webhook'), addressPolicy, undefined, 'webhook')
+    },
+    wake: () => runner.wake(),
+    announce,
+    signingKey,
+  })
+
+  let sweeper: NodeJS.Timeout | undefined
+  return {
+    predictions,
+    runner,
+    sender,
+    outputStorage,
+    signingKey,
+    webhookSecrets,
+    start() {
+      runner.start(Math.min(p.pollIntervalMs, 500))
+      sender.start(WEBHOOK_TICK_MS)
+      sweeper = setInterval(() => {
+        keeper
+          .sweep(p.taskRetentionMs)
+          .catch((err: unknown) => log.warn({ err }, 'output housekeeping failed'))
+      }, SWEEP_INTERVAL_MS)
+      sweeper.unref()
+    },
+    async stop() {
+      clearInterval(sweeper)
+      await runner.stop()
+      await sender.stop()
+    },
+  }
+}
