@@ -105,6 +105,7 @@ export function replicateUsage(job: MediaJob, outputCount: number): BillableUsag
       }
     case 'speech':
     case 'video-a':
+      // Never reached: toReplicateRequest refuses these families before anything is submitted.
       return { kind: 'video', seconds: 0, resolution: '720P' }
   }
 }
