@@ -1,9 +1,29 @@
+import type { ProviderKind } from '../types.ts'
+import { createMockMediaAdapter } from '../mock/media.ts'
+import { createOpenAIImagesAdapter } from '../openai-compat/images.ts'
+import { createReplicateAdapter } from '../replicate/adapter.ts'
 import type { MediaAdapter } from './types.ts'
 
-// PLACEHOLDER: replaced by the adapters' factory when they land.
+// The media adapter of each provider kind: undefined where the kind makes no media.
+
+export interface MediaAdapterOptions {
+  now: () => number
+  /** The mock's task duration. */
+  mockDelayMs: number
+}
+
 export function mediaAdapterFor(
-  _kind: string,
-  _options: { now: () => number; mockDelayMs: number },
+  kind: ProviderKind | string,
+  options: MediaAdapterOptions,
 ): MediaAdapter | undefined {
-  return undefined
+  switch (kind) {
+    case 'openai-compat':
+      return createOpenAIImagesAdapter()
+    case 'replicate':
+      return createReplicateAdapter()
+    case 'mock':
+      return createMockMediaAdapter({ now: options.now, delayMs: options.mockDelayMs })
+    default:
+      return undefined
+  }
 }

@@ -1,0 +1,104 @@
+import { downloadOutput } from '../async-media/download.ts'
+import type { JsonValue, MediaAdapter, MediaCall, MediaJob, MediaStep } from '../async-media/types.ts'
+import { malformedUpstream, readJson } from '../http.ts'
+import { requestChecked } from '../shared/upstream.ts'
+import { fromReplicateError } from './errors.ts'
+import { toReplicatePredictionsPath, toReplicateRequest } from './request.ts'
+import {
+  mediaKindOf,
+  outputContentType,
+  parseReplicateState,
+  readReplicatePrediction,
+  replicateUsage,
+  toReplicateState,
+  type ReplicateJobState,
+} from './response.ts'
+import { replicatePredictionSchema, type ReplicatePrediction } from './wire.ts'
+
+// Replicate predictions (https://replicate.com/docs/reference/http): create with POST, poll with GET
+// on the prediction's `urls.get`, cancel with POST on `urls.cancel`, then download each output URL.
+// Asynchronous on purpose: no `Prefer: wait`, the task runner polls.
+
+function authHeaders(call: MediaCall): Record<string, string> {
+  return call.upstream.apiKey ? { authorization: `Bearer ${call.upstream.apiKey}` } : {}
+}
+
+async function readPrediction(
+  call: MediaCall,
+  body: Parameters<typeof readJson>[1],
+): Promise<ReplicatePrediction> {
+  const parsed = replicatePredictionSchema.safeParse(await readJson(call, body))
+  if (!parsed.success) throw malformedUpstream(call, 'response is not a prediction', parsed.error)
+  return parsed.data
+}
+
+function storedState(call: MediaCall, state: JsonValue): ReplicateJobState {
+  const s = parseReplicateState(state, call.upstream.baseUrl)
+  if (!s) throw malformedUpstream(call, 'the stored prediction state is not one this adapter wrote')
+  return s
+}
+
+/** A prediction → the runner's step: outputs downloaded once it has succeeded. */
+async function settle(
+  job: MediaJob,
+  prediction: ReplicatePrediction,
+  state: ReplicateJobState,
+  call: MediaCall,
+): Promise<MediaStep> {
+  const progress = readReplicatePrediction(prediction, [call.upstream.apiKey])
+  if (progress.state === 'pending') return { state: 'pending', job: { ...state } }
+  if (progress.state === 'failed') return progress
+  const kind = mediaKindOf(job)
+  const outputs = []
+  for (const url of progress.outputUrls) {
+    const { data, contentType } = await downloadOutput(call, url, authHeaders(call))
+    outputs.push({ type: kind, contentType: outputContentType(kind, url, contentType), data })
+  }
+  return { state: 'done', result: { outputs, usage: replicateUsage(job, outputs.length) } }
+}
+
+export function createReplicateAdapter(): MediaAdapter {
+  return {
+    async submit(job, call) {
+      const body = toReplicateRequest(job)
+      const url = `${call.upstream.baseUrl.replace(/\/+$/, '')}${toReplicatePredictionsPath(job.upstreamModel)}`
+      const res = await requestChecked(
+        call,
+        'POST',
+        url,
+        { ...authHeaders(call), accept: 'application/json' },
+        body,
+        fromReplicateError,
+      )
+      const prediction = await readPrediction(call, res.body)
+      return settle(job, prediction, toReplicateState(prediction, call.upstream.baseUrl), call)
+    },
+
+    async poll(job, state, call) {
+      const s = storedState(call, state)
+      const res = await requestChecked(
+        call,
+        'GET',
+        s.getUrl,
+        { ...authHeaders(call), accept: 'application/json' },
+        undefined,
+        fromReplicateError,
+      )
+      return settle(job, await readPrediction(call, res.body), s, call)
+    },
+
+    async cancel(_job, state, call) {
+      const s = storedState(call, state)
+      const res = await requestChecked(
+        call,
+        'POST',
+        s.cancelUrl,
+        { ...authHeaders(call), accept: 'application/json' },
+        undefined,
+        fromReplicateError,
+      )
+      // The answer is the prediction (now `canceled`, or already finished): read and let go.
+      await readJson(call, res.body)
+    },
+  }
+}
