@@ -35,8 +35,14 @@ function workspace(database: string | null): Record<string, string> {
       predictions: {
         pollIntervalMs: 100,
         maxPollIntervalMs: 200,
-        leaseMs: 2000,
-        webhooks: { allowHttp: true, allowedHosts: ['127.0.0.1'], schedule: [200], maxAttempts: 10 },
+        leaseMs: 4000,
+        webhooks: {
+          allowHttp: true,
+          allowedHosts: ['127.0.0.1'],
+          schedule: [200],
+          maxAttempts: 10,
+          timeoutMs: 1000,
+        },
       },
     }),
   )
@@ -143,7 +149,10 @@ describe('predictions across processes', () => {
       webhook: `${receiver.origin}/cancelled`,
     })
     const cancel = await jsonOf(
-      fetch(`${b.origin}/v1/predictions/${slow.data.task_id}/cancel`, { method: 'POST', headers: auth }),
+      fetch(`${b.origin}/v1/predictions/${slow.data.task_id}/cancel`, {
+        method: 'POST',
+        headers: { authorization: auth.authorization },
+      }),
     )
     expect(cancel.data.task_status).toBe('cancelled')
     expect((await lookup(a, slow.data.task_id)).data.task_status).toBe('cancelled')
