@@ -13,14 +13,20 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
 
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production
+# ffmpeg encodes speech to MP3 and Ogg Opus and renders the mock provider's videos (Debian's package:
+# libmp3lame, libopus, libx264).
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends ffmpeg \
+  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 # Owned by root and read-only for the `node` user the gateway runs as.
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src
-# State lives under /app/data: the SQLite database (./data/junction.db by default) and uploaded files
-# (./data/files): the only directory the gateway writes, owned by its user; mount a volume there.
-RUN mkdir -p /app/data/files && chown -R node:node /app/data
+# State lives under /app/data: the SQLite database (./data/junction.db by default), uploaded files
+# (./data/files) and predictions' outputs (./data/outputs): the only directory the gateway writes,
+# owned by its user; mount a volume there.
+RUN mkdir -p /app/data/files /app/data/outputs && chown -R node:node /app/data
 VOLUME /app/data
 USER node
 EXPOSE 8080
