@@ -191,12 +191,14 @@ describe('OpenAI images adapter', () => {
 })
 
 describe('mediaAdapterFor', () => {
-  it('openai-compat makes images, replicate and mock predictions; anthropic none', () => {
+  it('openai-compat makes images, replicate, gemini and mock predictions; anthropic none', () => {
     const options = { now: () => 0, mockDelayMs: 0 }
     expect(mediaAdapterFor('openai-compat', options)?.cancel).toBeUndefined()
     expect(typeof mediaAdapterFor('openai-compat', options)?.submit).toBe('function')
     expect(typeof mediaAdapterFor('replicate', options)?.cancel).toBe('function')
     expect(typeof mediaAdapterFor('mock', options)?.poll).toBe('function')
+    expect(mediaAdapterFor('gemini', options)?.cancel).toBeUndefined()
+    expect(typeof mediaAdapterFor('gemini', options)?.submit).toBe('function')
     expect(mediaAdapterFor('anthropic', options)).toBeUndefined()
   })
 })

@@ -1,4 +1,5 @@
 import type { ProviderKind } from '../types.ts'
+import { createGeminiMediaAdapter } from '../gemini/media.ts'
 import { createMockMediaAdapter } from '../mock/media.ts'
 import { createOpenAIImagesAdapter } from '../openai-compat/images.ts'
 import { createReplicateAdapter } from '../replicate/adapter.ts'
@@ -21,6 +22,8 @@ export function mediaAdapterFor(
       return createOpenAIImagesAdapter()
     case 'replicate':
       return createReplicateAdapter()
+    case 'gemini':
+      return createGeminiMediaAdapter()
     case 'mock':
       return createMockMediaAdapter({ now: options.now, delayMs: options.mockDelayMs })
     default:
