@@ -279,4 +279,32 @@ describe('Veo video', () => {
     expect((err as GatewayError).code).toBe('invalid_value')
     expect(up.requests).toHaveLength(0)
   })
+
+  it('follows the download redirect on the API origin with the key; one to plain http elsewhere is refused unsent', async () => {
+    const elsewhere = await fake({ 'GET /stolen': (_req, res) => res.end('x') })
+    let target = '/storage/video.mp4'
+    const up = await fake({
+      [`GET /v1beta/${OPERATION}`]: recorded('veo-operation-done.json', () => up.origin),
+      'GET /v1beta/files/k3v9d0b2x8qa:download': (_req, res) => {
+        res.writeHead(302, { location: target })
+        res.end()
+      },
+      'GET /storage/video.mp4': (_req, res) => {
+        res.writeHead(200, { 'content-type': 'video/mp4' })
+        res.end(MP4)
+      },
+    })
+    const j = job('video-a', { prompt: 'x' }, VEO)
+    const step = await createGeminiMediaAdapter().poll(j, { operation: OPERATION }, call(up))
+    if (step.state !== 'done') throw new Error(JSON.stringify(step))
+    expect(step.result.outputs[0]!.data.equals(MP4)).toBe(true)
+    expect(up.requests.find((r) => r.path === '/storage/video.mp4')?.headers['x-goog-api-key']).toBe(KEY)
+
+    target = `${elsewhere.origin}/stolen`
+    const err = await createGeminiMediaAdapter()
+      .poll(j, { operation: OPERATION }, call(up))
+      .catch((e: unknown) => e)
+    expect((err as GatewayError).code).toBe('upstream_error')
+    expect(elsewhere.requests).toHaveLength(0)
+  })
 })
