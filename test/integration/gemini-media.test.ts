@@ -281,7 +281,11 @@ describe('Veo video', () => {
   })
 
   it('follows the download redirect on the API origin with the key; one to plain http elsewhere is refused unsent', async () => {
-    const elsewhere = await fake({ 'GET /stolen': (_req, res) => res.end('x') })
+    const elsewhere = await fake({
+      'GET /stolen': (_req, res) => {
+        res.end('x')
+      },
+    })
     let target = '/storage/video.mp4'
     const up = await fake({
       [`GET /v1beta/${OPERATION}`]: recorded('veo-operation-done.json', () => up.origin),

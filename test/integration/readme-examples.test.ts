@@ -1,9 +1,12 @@
 import { execFile } from 'node:child_process'
+import { createHmac } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { useServerProcesses } from '../support/server-process.ts'
 
 // The README's curl examples, run as written by bash and curl against the real server (only the
@@ -124,5 +127,50 @@ describe('README curl examples', () => {
     expect(readFileSync(join(dir, 'picture.png')).subarray(1, 4).toString('latin1')).toBe('PNG')
     expect(JSON.parse(rest[1]![1])).toMatchObject({ generationId: id, api: '/v1/predictions' })
     expect(JSON.parse(rest[2]![1]).data.total_usage).toBe(0.02)
+  })
+
+  it('Predictions: the webhook example delivers a signed body to the local receiver', async () => {
+    const dir = workspace()
+    const section = readme.slice(readme.indexOf('\n## Predictions: images, video and speech'))
+    const config = /```json\n([\s\S]*?)```/.exec(section)?.[1] as string
+    writeFileSync(join(dir, 'junction.json'), config)
+    const hooks: { headers: Record<string, unknown>; body: string }[] = []
+    const receiver = createServer((req, res) => {
+      let body = ''
+      req.on('data', (c: Buffer) => (body += c.toString()))
+      req.on('end', () => {
+        hooks.push({ headers: req.headers, body })
+        res.writeHead(204).end()
+      })
+    })
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => new Promise<void>((resolve) => receiver.close(() => resolve())))
+    const port = (receiver.address() as AddressInfo).port
+    const s = await start(
+      {
+        GATEWAY_DATABASE_URL: 'memory',
+        GATEWAY_CONFIG: join(dir, 'junction.json'),
+        GATEWAY_OUTPUTS_DIR: join(dir, 'outputs'),
+        MOCK_TASK_DELAY_MS: '0',
+      },
+      dir,
+    )
+    const blocks = shBlocks('Predictions: images, video and speech')
+    const block = blocks[1] as string
+    const results = await runBlock(block.replaceAll('127.0.0.1:9000', `127.0.0.1:${port}`), s.origin, dir)
+    expect(results.map((r) => r[0])).toEqual([200, 200])
+    expect(JSON.parse(results[1]![1])).toEqual({
+      object: 'webhook_secret',
+      secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    })
+    const id = JSON.parse(results[0]![1]).data.task_id as string
+    while (hooks.length === 0) await new Promise((r) => setTimeout(r, 50))
+    expect(hooks[0]!.headers['webhook-id']).toBe(`msg_${id}`)
+    expect(JSON.parse(hooks[0]!.body).data.task_status).toBe('success')
+    const key = Buffer.from('MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'base64')
+    const signed = `${hooks[0]!.headers['webhook-id']}.${hooks[0]!.headers['webhook-timestamp']}.${hooks[0]!.body}`
+    expect(hooks[0]!.headers['webhook-signature']).toBe(
+      `v1,${createHmac('sha256', key).update(signed).digest('base64')}`,
+    )
   })
 })
