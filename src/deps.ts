@@ -62,6 +62,8 @@ export interface Deps {
   webhookSecrets: WebhookSecrets
   /** Sends the queued webhook deliveries (started with the runner). */
   webhookSender: WebhookSender
+  /** Predictions' housekeeping (run every minute in the background): expired outputs, old tasks. */
+  predictionsHousekeeping(): Promise<number>
   now: () => number
   ids: Ids
   lifecycle: Lifecycle
@@ -206,6 +208,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     signingKey: tasks.signingKey,
     webhookSecrets: tasks.webhookSecrets,
     webhookSender: tasks.sender,
+    predictionsHousekeeping: tasks.housekeeping,
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
       clearInterval(sweeper)

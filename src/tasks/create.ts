@@ -55,6 +55,8 @@ export interface PredictionServices {
   outputStorage: FileStorage
   signingKey: string
   webhookSecrets: WebhookSecrets
+  /** Deletes expired outputs (records and bytes) and finished tasks past their retention. */
+  housekeeping(): Promise<number>
   /** Starts the runner, the sender and the housekeeping. */
   start(): void
   /** Stops them; steps in flight are aborted and their tasks freed for the next run. */
@@ -185,6 +187,7 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
     outputStorage,
     signingKey,
     webhookSecrets,
+    housekeeping: () => keeper.sweep(p.taskRetentionMs),
     start() {
       runner.start(Math.min(p.pollIntervalMs, 500))
       sender.start(WEBHOOK_TICK_MS)

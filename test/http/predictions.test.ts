@@ -194,7 +194,7 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     expect((await fetch(fresh.pathname + fresh.search)).statusCode).toBe(200)
   })
 
-  it('outputs are deleted after the retention: the URL then answers 404 and the bytes are gone', async () => {
+  it('outputs are deleted after the retention: records and bytes go, the URL answers 404', async () => {
     const { gw, clock, script, post, get, step } = await setup({
       predictions: { outputRetentionMs: 3_600_000 },
     })
@@ -204,12 +204,19 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     const url = new URL((await get(id)).json().data.output[0].image)
     const outputId = url.pathname.split('/').at(-1) ?? ''
     const stored = await gw.deps.store.outputs.get(outputId)
-    expect(stored).not.toBeNull()
-    clock.t += 3_600_000
-    expect(await gw.deps.store.outputs.takeExpired(clock.t, 10)).toHaveLength(1)
+    expect((await gw.deps.outputStorage.list()).map((o) => o.key)).toEqual([stored?.storageKey])
+    clock.t += 3_599_000
+    expect(await gw.deps.predictionsHousekeeping()).toBe(0)
+    expect((await gw.app.inject({ method: 'GET', url: url.pathname + url.search })).statusCode).toBe(200)
+    clock.t += 1_000
+    expect(await gw.deps.predictionsHousekeeping()).toBe(1)
+    expect(await gw.deps.store.outputs.get(outputId)).toBeNull()
+    expect(await gw.deps.outputStorage.list()).toEqual([])
     const gone = await gw.app.inject({ method: 'GET', url: url.pathname + url.search })
     expect(gone.statusCode).toBe(404)
     expect(gone.json().error.code).toBe('output_not_found')
+    // The task itself stays (30 days by default): its lookup still answers.
+    expect((await get(id)).json().data.task_status).toBe('success')
   })
 
   it('cancel: processing â†’ cancelled, the upstream job is cancelled, nothing billed; a second cancel is 409', async () => {
