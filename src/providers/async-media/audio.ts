@@ -1,5 +1,4 @@
-import { spawn } from 'node:child_process'
-import { GatewayError } from '../../errors.ts'
+import { runFfmpeg } from './ffmpeg.ts'
 
 // Audio for speech tasks. Upstreams (Gemini speech generation) and the mock produce raw PCM; the
 // client asks for mp3, wav or ogg_opus. WAV is a header in front of the samples, written here; MP3 and
@@ -66,40 +65,15 @@ export async function encodeAudio(
   const contentType = AUDIO_CONTENT_TYPES[format]
   if (format === 'wav') return { data: toWav(pcm), contentType }
   const args = [
-    ...['-hide_banner', '-loglevel', 'error', '-nostdin'],
     ...['-f', 's16le', '-ar', String(pcm.sampleRate), '-ac', String(pcm.channels), '-i', 'pipe:0'],
     ...FFMPEG_ARGS[format],
     'pipe:1',
   ]
-  const data = await runFfmpeg(options.ffmpegPath, args, pcm.data, options.signal)
-  return { data, contentType }
-}
-
-function runFfmpeg(path: string, args: string[], input: Buffer, signal?: AbortSignal): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(path, args, { stdio: ['pipe', 'pipe', 'pipe'], signal })
-    const out: Buffer[] = []
-    let err = ''
-    child.stdout.on('data', (b: Buffer) => out.push(b))
-    child.stderr.on('data', (b: Buffer) => {
-      if (err.length < 2000) err += b.toString()
-    })
-    child.on('error', (e: NodeJS.ErrnoException) => {
-      reject(
-        e.code === 'ENOENT'
-          ? new GatewayError('internal_error', `audio encoder not found: install ffmpeg (${path})`, {
-              cause: e,
-            })
-          : e,
-      )
-    })
-    child.on('close', (code) => {
-      if (code === 0) resolve(Buffer.concat(out))
-      else
-        reject(new GatewayError('internal_error', 'audio encoding failed', { cause: new Error(err.trim()) }))
-    })
-    // A closed stdin (ffmpeg exited early) is reported by 'close' with its exit code.
-    child.stdin.on('error', () => {})
-    child.stdin.end(input)
+  const data = await runFfmpeg(args, {
+    path: options.ffmpegPath,
+    what: 'audio encoding',
+    input: pcm.data,
+    signal: options.signal,
   })
+  return { data, contentType }
 }

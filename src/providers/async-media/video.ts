@@ -1,8 +1,7 @@
-import { spawn } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { GatewayError } from '../../errors.ts'
+import { runFfmpeg } from './ffmpeg.ts'
 
 // A real, small MP4 for the mock provider's video tasks: ffmpeg's test pattern at the requested length
 // and shape, H.264 in an MP4 with its index (moov) in front. MP4 needs a seekable output to write its
@@ -22,38 +21,14 @@ export async function renderTestVideo(
   const out = join(dir, 'video.mp4')
   try {
     const args = [
-      ...['-hide_banner', '-loglevel', 'error', '-nostdin', '-y'],
+      '-y',
       ...['-f', 'lavfi', '-i', `testsrc=size=${v.width}x${v.height}:rate=10:duration=${v.seconds}`],
       ...['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p'],
       ...['-movflags', '+faststart', '-f', 'mp4', out],
     ]
-    await run(options.ffmpegPath, args, options.signal)
+    await runFfmpeg(args, { path: options.ffmpegPath, what: 'video rendering', signal: options.signal })
     return await readFile(out)
   } finally {
     await rm(dir, { recursive: true, force: true })
   }
-}
-
-function run(path: string, args: string[], signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(path, args, { stdio: ['ignore', 'ignore', 'pipe'], signal })
-    let err = ''
-    child.stderr.on('data', (b: Buffer) => {
-      if (err.length < 2000) err += b.toString()
-    })
-    child.on('error', (e: NodeJS.ErrnoException) => {
-      reject(
-        e.code === 'ENOENT'
-          ? new GatewayError('internal_error', `video renderer not found: install ffmpeg (${path})`, {
-              cause: e,
-            })
-          : e,
-      )
-    })
-    child.on('close', (code) => {
-      if (code === 0) resolve()
-      else
-        reject(new GatewayError('internal_error', 'video rendering failed', { cause: new Error(err.trim()) }))
-    })
-  })
 }
