@@ -170,7 +170,14 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
           : await p.adapter.poll(toJob(t), t.upstreamState, call)
     } catch (err) {
       const e = toGatewayError(err)
-      if (stopping.signal.aborted || e.retryable || e.status >= 500) {
+      // A step cut by its own deadline (or by this instance stopping) is tried again, whatever it threw.
+      if (!signal.aborted && e.code === 'internal_error') {
+        // A fault of the gateway (ffmpeg missing, a bug): retrying will not help; the cause is logged.
+        d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
+        await fail(t, { code: 'internal_error', message: 'the task failed inside the gateway' })
+        return
+      }
+      if (signal.aborted || e.retryable || e.status >= 500) {
         // Network trouble, an upstream 5xx or 429, or this instance stopping: try again later.
         d.log.warn({ err, taskId: t.id, runs: t.runs }, 'task step failed; will retry')
         await advance(t, {

@@ -325,6 +325,24 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     })
   })
 
+  it('a fault inside the gateway (a bug, ffmpeg missing) fails the task at once without its details', async () => {
+    const { script, post, get, credits, step } = await setup()
+    const before = await credits()
+    script.submit = () => {
+      throw new Error('secret internal detail')
+    }
+    const id = (await post({ model: 'mock/image', input: { prompt: 'x' } })).json().data.task_id
+    await step()
+    expect(script.submits).toHaveLength(1)
+    const body = (await get(id)).json()
+    expect(body.data).toMatchObject({
+      task_status: 'failed',
+      error: { code: 'internal_error', message: 'the task failed inside the gateway' },
+    })
+    expect(JSON.stringify(body)).not.toContain('secret internal detail')
+    expect((await credits()).total_usage).toBe(before.total_usage)
+  })
+
   it('a task past predictions.maxTaskMs fails with timeout, is cancelled upstream and releases its hold', async () => {
     const { gw, clock, script, post, get, credits, step } = await setup({
       predictions: { maxTaskMs: 120_000 },
