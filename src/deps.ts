@@ -1,3 +1,4 @@
+import { canonicalJson } from './canonical-json.ts'
 import type { Logger as PinoLogger } from 'pino'
 import type { Config } from './config.ts'
 import { ids as defaultIds, type Ids } from './ids.ts'
@@ -84,15 +85,6 @@ export interface DepsOverrides {
   background?: boolean
 }
 
-/** JSON with object keys sorted, so equal values compare equal as text. */
-function canonical(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
-  )
-}
-
 /**
  * Accounts of the config file enter the store at start-up. The rule (README, Storage): a new account is
  * created with the file's credits as its opening balance; for an existing one, each field the file
@@ -115,11 +107,13 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
       const last = await store.appliedConfig?.get(a.id)
       const previous = (last ? JSON.parse(last) : {}) as Record<string, unknown>
       const patch = Object.fromEntries(
-        Object.entries(fromFile).filter(([field, value]) => canonical(previous[field]) !== canonical(value)),
+        Object.entries(fromFile).filter(
+          ([field, value]) => canonicalJson(previous[field]) !== canonicalJson(value),
+        ),
       )
       if (Object.keys(patch).length > 0) await store.accounts.update(a.id, patch)
     }
-    await store.appliedConfig?.set(a.id, canonical(fromFile))
+    await store.appliedConfig?.set(a.id, canonicalJson(fromFile))
     // The file's webhook secret wins at every start (rotate it there, or leave it out and use the admin API).
     if (a.webhookSecret !== undefined) await createWebhookSecrets(store.secrets).set(a.id, a.webhookSecret)
     const present = new Set((await store.accounts.listKeys(a.id)).map((k) => k.hash))

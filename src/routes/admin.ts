@@ -237,11 +237,11 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
   app.put<{ Params: { id: string } }>('/admin/accounts/:id/webhook-secret', async (request) => {
     const account = await mustGet(request.params.id)
     const body = parse(webhookSecretBody, request.body ?? {})
-    const secret =
-      body.secret === undefined
-        ? await deps.webhookSecrets.rotate(account.id)
-        : (await deps.webhookSecrets.set(account.id, body.secret), body.secret)
-    return { object: 'webhook_secret', secret }
+    if (body.secret === undefined) {
+      return { object: 'webhook_secret', secret: await deps.webhookSecrets.rotate(account.id) }
+    }
+    await deps.webhookSecrets.set(account.id, body.secret)
+    return { object: 'webhook_secret', secret: body.secret }
   })
 
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/generations', async (request) => {

@@ -1,3 +1,4 @@
+import { canonicalJson } from '../canonical-json.ts'
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import { admit, discountFor, release, type MeteringStats } from '../billing/metering.ts'
@@ -56,15 +57,6 @@ export interface Predictions {
   cancel(account: Account, id: string): Promise<TaskRecord>
   /** The lookup body; output URLs on `origin`, valid for the configured time from now. */
   body(task: TaskRecord, origin: string, requestId: string): Promise<PredictionBody>
-}
-
-/** JSON with object keys sorted, so equal bodies hash equal whatever their key order. */
-function canonical(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
-  )
 }
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
@@ -128,7 +120,7 @@ export function createPredictions(d: PredictionsDeps): Predictions {
         ? null
         : createHash('sha256')
             .update(
-              canonical({
+              canonicalJson({
                 model: req.model,
                 input: req.input,
                 webhook: req.webhook ?? null,
