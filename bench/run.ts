@@ -21,6 +21,8 @@ import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
 // process. It records figures and asserts nothing. Knobs: BENCH_DURATION (s, default 10),
 // BENCH_CONNECTIONS (50), BENCH_RATE (req/s, 1000), BENCH_STREAMS (sequential streams for time to
 // first byte, 200), BENCH_OPEN_STREAMS (1000), BENCH_LOG_LEVEL (the gateways' log level, info as shipped).
+// BENCH_SOAK (seconds; `npm run bench:soak` sets 600) runs only the soak instead: the shipped defaults
+// (SQLite, info) at BENCH_RATE for that long, one request in ten streamed, RSS sampled throughout.
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const CHAT_PATH = '/v1/chat/completions'
@@ -33,6 +35,7 @@ const settings = {
   openStreams: positiveInt('BENCH_OPEN_STREAMS', 1000),
   warmupS: 2,
   streamWarmup: 20,
+  soakS: process.env['BENCH_SOAK'] ? positiveInt('BENCH_SOAK', 600) : 0,
 }
 
 const headers = { authorization: 'Bearer sk-dev', 'content-type': 'application/json' }
@@ -776,7 +779,116 @@ async function measureAll(targets: Target[], wrkScript: string): Promise<Record<
   return results
 }
 
+// ---------------------------------------------------------------------------------------------
+// (f) Soak: a steady rate for minutes, RSS sampled all along. Memory that grows with the number of
+// requests served (a leak) shows as end > start; a heap that only breathes comes back down.
+
+/** How often the soak reads the gateway's RSS. */
+const SOAK_SAMPLE_S = 10
+/** The first part of the soak warms the heap and the caches; "start" is read after it. */
+const SOAK_WARMUP_S = 60
+
+interface Soak {
+  samples: { atS: number; rssMb: number }[]
+  sent: number
+  failures: number
+}
+
+async function soak(target: Target, rate: number, durationS: number): Promise<Soak> {
+  const pid = targetPid(target)
+  const pool = new Pool(target.origin, { connections: settings.connections, keepAliveTimeout: 30_000 })
+  const samples: Soak['samples'] = []
+  let failures = 0
+  let sent = 0
+  const inFlight = new Set<Promise<void>>()
+  const one = async (stream: boolean): Promise<void> => {
+    try {
+      const res = await pool.request({
+        method: 'POST',
+        path: CHAT_PATH,
+        headers,
+        body: stream ? streamBody : blockingBody,
+      })
+      await res.body.dump({ limit: Number.POSITIVE_INFINITY })
+      if (res.statusCode !== 200) failures++
+    } catch {
+      failures++
+    }
+  }
+  const start = performance.now()
+  let nextSample = 0
+  try {
+    while (true) {
+      const elapsedS = (performance.now() - start) / 1000
+      if (elapsedS >= nextSample) {
+        samples.push({ atS: Math.round(elapsedS), rssMb: await rssMb(pid) })
+        if (nextSample > 0 && nextSample % 60 === 0)
+          console.log(`  ${nextSample} s: RSS ${samples.at(-1)!.rssMb.toFixed(1)} MB`)
+        nextSample += SOAK_SAMPLE_S
+      }
+      if (elapsedS >= durationS) break
+      const due = Math.floor(elapsedS * rate)
+      while (sent < due) {
+        // Past BENCH_CONNECTIONS in flight the gateway is behind: count what cannot be sent.
+        if (inFlight.size >= settings.connections * 4) {
+          failures++
+          sent++
+          continue
+        }
+        const p = one(sent % 10 === 9).finally(() => inFlight.delete(p))
+        inFlight.add(p)
+        sent++
+      }
+      await sleep(1)
+    }
+    await Promise.all(inFlight)
+    // Let timers and the last writes settle before the final reading.
+    await sleep(2_000)
+    samples.push({ atS: Math.round((performance.now() - start) / 1000), rssMb: await rssMb(pid) })
+  } finally {
+    await pool.close()
+  }
+  return { samples, sent, failures }
+}
+
+async function soakOnly(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'junction-bench-'))
+  workDir = dir
+  try {
+    const upstream = await startUpstream()
+    const config = await writeGatewayConfig(dir)
+    const gateway = await startGateway('gateway-sqlite', upstream.origin, config, dir)
+    await checkTarget(gateway)
+    const rate = settings.rate
+    console.log(
+      `Junction soak: node ${process.versions.node}, gw sqlite at ${rate} req/s (one in ten streamed) ` +
+        `for ${settings.soakS} s, RSS every ${SOAK_SAMPLE_S} s`,
+    )
+    const s = await soak(gateway, rate, settings.soakS)
+    const first = s.samples[0]!.rssMb
+    const warm = s.samples.find((x) => x.atS >= Math.min(SOAK_WARMUP_S, settings.soakS / 5)) ?? s.samples[0]!
+    const end = s.samples.at(-1)!
+    const peak = Math.max(...s.samples.map((x) => x.rssMb))
+    console.log('')
+    console.log(`requests sent ${s.sent}, failed ${s.failures}`)
+    console.log(
+      `RSS MB: at start ${first.toFixed(1)}, after warm-up (${warm.atS} s) ${warm.rssMb.toFixed(1)}, ` +
+        `at end (${end.atS} s) ${end.rssMb.toFixed(1)}, peak ${peak.toFixed(1)}`,
+    )
+    // Growth within 5 % of the warm figure is the heap breathing, not a leak.
+    const growth = end.rssMb - warm.rssMb
+    const ok = growth <= Math.max(5, warm.rssMb * 0.05) && s.failures === 0
+    console.log(
+      `${ok ? 'PASS' : 'FAIL'}  no growth over the soak (end ≤ after warm-up + 5 %, no failed request): ` +
+        `${growth >= 0 ? '+' : ''}${growth.toFixed(1)} MB`,
+    )
+  } finally {
+    await cleanUp()
+  }
+}
+
 async function main(): Promise<void> {
+  if (settings.soakS > 0) return soakOnly()
   const dir = await mkdtemp(join(tmpdir(), 'junction-bench-'))
   workDir = dir
   try {
