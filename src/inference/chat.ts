@@ -271,7 +271,7 @@ export function relayStream(
   first: IteratorResult<ChatChunk>,
   chunks: AsyncIterator<ChatChunk>,
   ctx: RelayContext,
-): AsyncGenerator<ChatChunk> {
+): AsyncIterableIterator<ChatChunk> {
   const relay = relayChunks(first, chunks, ctx)
   // A client that leaves before the relay is first read (while the answer's headers are being sent)
   // would leave a generator that never ran, so no `finally`: the generation is settled here instead,
@@ -291,16 +291,36 @@ export function relayStream(
   }
   if (ctx.signal.aborted) onGone()
   else ctx.signal.addEventListener('abort', onGone, { once: true })
-  const started = async function* (): AsyncGenerator<ChatChunk> {
-    ctx.signal.removeEventListener('abort', onGone)
-    if (ctx.signal.aborted) {
-      // onGone has settled it already; the relay's own `finally` finds it settled.
-      await chunks.return?.().catch(() => undefined)
-      return
-    }
-    yield* relay
+  // The relay itself once it is first read: an iterator object, not one more async generator around
+  // it, which would cost every chunk another turn of promises.
+  let state: 'new' | 'relaying' | 'over' = 'new'
+  const over: IteratorReturnResult<undefined> = { done: true, value: undefined }
+  return {
+    [Symbol.asyncIterator]() {
+      return this
+    },
+    next() {
+      if (state === 'relaying') return relay.next()
+      if (state === 'over') return Promise.resolve(over)
+      ctx.signal.removeEventListener('abort', onGone)
+      if (ctx.signal.aborted) {
+        // onGone has settled it already; the relay never runs.
+        state = 'over'
+        return (chunks.return?.() ?? Promise.resolve()).then(
+          () => over,
+          () => over,
+        )
+      }
+      state = 'relaying'
+      return relay.next()
+    },
+    return() {
+      if (state === 'relaying') return relay.return(undefined)
+      // Never read: a client gone is settled by onGone.
+      state = 'over'
+      return Promise.resolve(over)
+    },
   }
-  return started()
 }
 
 function chunkText(chunk: ChatChunk): string {

@@ -15,7 +15,8 @@ export function readJsonFixture(path: string): unknown {
 /** The JSON data of each event of an SSE fixture, read by the gateway's own SSE reader. */
 export async function readSseFixture(path: string): Promise<unknown[]> {
   const out: unknown[] = []
-  for await (const e of readSse(once(readFixture(path)))) out.push(JSON.parse(e.data))
+  for await (const events of readSse(once(readFixture(path))))
+    for (const e of events) out.push(JSON.parse(e.data))
   return out
 }
 

@@ -9,7 +9,8 @@ async function collect(parts: string[]): Promise<{ event?: string; data: string 
   async function* bytes() {
     for (const p of parts) yield enc.encode(p)
   }
-  for await (const e of readSse(bytes())) out.push({ event: e.event, data: e.data })
+  for await (const events of readSse(bytes()))
+    for (const e of events) out.push({ event: e.event, data: e.data })
   return out
 }
 
@@ -28,6 +29,19 @@ describe('readSse', () => {
     ])
   })
 
+  it('yields the events completed by each piece of the body together, and nothing for a piece that completes none', async () => {
+    const enc = new TextEncoder()
+    async function* bytes() {
+      yield enc.encode('data: 1\n\ndata: 2\n\ndata: 3')
+      yield enc.encode('\n')
+      yield enc.encode('\n')
+      yield enc.encode('data: 4\n\n')
+    }
+    const batches: string[][] = []
+    for await (const events of readSse(bytes())) batches.push(events.map((e) => e.data))
+    expect(batches).toEqual([['1', '2'], ['3'], ['4']])
+  })
+
   it('handles CRLF framing and multi-line data', async () => {
     expect(await collect(['data: a\r\ndata: b\r\n\r\n'])).toEqual([{ event: undefined, data: 'a\nb' }])
   })
@@ -43,7 +57,7 @@ describe('readSse', () => {
       yield bytes.slice(7)
     }
     const out = []
-    for await (const e of readSse(split())) out.push(e.data)
+    for await (const events of readSse(split())) for (const e of events) out.push(e.data)
     expect(out).toEqual(['é€'])
   })
 
@@ -63,7 +77,7 @@ describe('readSse', () => {
       for (const p of parts) yield enc.encode(p)
     }
     const reading = (async () => {
-      for await (const e of readSse(bytes())) seen.push(e.data)
+      for await (const events of readSse(bytes())) for (const e of events) seen.push(e.data)
     })()
     await expect(reading).rejects.toBeInstanceOf(SseEventTooLargeError)
     await expect(reading).rejects.toThrow('stream event larger than 8 MiB')
@@ -95,7 +109,8 @@ describe('writeSse', () => {
     const out = await write(from([{ a: 1 }, { b: 'x\ny' }]))
     expect(out).toEqual(['data: {"a":1}\n\n', 'data: {"b":"x\\ny"}\n\n', 'data: [DONE]\n\n'])
     const back = []
-    for await (const e of readSse(from(out) as AsyncIterable<string>)) back.push(e.data)
+    for await (const events of readSse(from(out) as AsyncIterable<string>))
+      for (const e of events) back.push(e.data)
     expect(back).toEqual(['{"a":1}', '{"b":"x\\ny"}', '[DONE]'])
   })
 

@@ -1,4 +1,4 @@
-import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
+import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
 import { newChunkMeta } from '../shared/stream.ts'
@@ -35,37 +35,44 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
       return fromAnthropicMessage(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
     },
 
-    async *chatStream(req, call): AsyncGenerator<ChatChunk> {
-      // Translation errors (400) are thrown before anything is sent upstream.
-      const body = toAnthropicRequest({ ...req, stream: true }, call.upstreamModel)
-      const res = await post(call, body, 'text/event-stream')
+    chatStream(req, call) {
       const translate = createChunkTranslator(meta(call), { excludeReasoning: excludeReasoning(req) })
-      const completed = yield* translateSse(call, res.body, (json) => {
-        const parsed = parseAnthropicEvent(json)
-        if (!parsed.ok)
-          throw malformedUpstream(call, 'stream event is not a Messages API event', parsed.error)
-        const event = parsed.event
-        if (event === undefined) return { chunks: [] }
-        if (event.type === 'error') {
-          call.log.warn(
-            { provider: call.upstream.name, error: event.error.type },
-            'upstream error event mid-stream',
-          )
-          throw fromAnthropicStreamError(call.upstream.name, event)
-        }
-        const chunks = translate(event)
-        // Out of order: an upstream protocol error, never a silently merged or empty answer.
-        const violation = translate.state.violation
-        if (violation !== undefined) throw malformedUpstream(call, `stream events out of order: ${violation}`)
-        return { chunks, last: event.type === 'message_stop' }
-      })
-      if (!completed) {
-        // message_stop missing after a complete message_delta: the answer is whole, only the end marker was lost.
-        if (translate.state.finishReason === null) {
-          throw malformedUpstream(call, 'stream ended before the answer was complete')
-        }
-        for (const chunk of translate.end()) yield chunk
-      }
+      return translateSse(
+        call,
+        // Translation errors (400) are thrown before anything is sent upstream.
+        () =>
+          post(call, toAnthropicRequest({ ...req, stream: true }, call.upstreamModel), 'text/event-stream'),
+        (json) => {
+          const parsed = parseAnthropicEvent(json)
+          if (!parsed.ok)
+            throw malformedUpstream(call, 'stream event is not a Messages API event', parsed.error)
+          const event = parsed.event
+          if (event === undefined) return { chunks: [] }
+          if (event.type === 'error') {
+            call.log.warn(
+              { provider: call.upstream.name, error: event.error.type },
+              'upstream error event mid-stream',
+            )
+            throw fromAnthropicStreamError(call.upstream.name, event)
+          }
+          const chunks = translate(event)
+          // Out of order: an upstream protocol error, never a silently merged or empty answer.
+          const violation = translate.state.violation
+          if (violation !== undefined)
+            throw malformedUpstream(call, `stream events out of order: ${violation}`)
+          return { chunks, last: event.type === 'message_stop' }
+        },
+        {
+          onEnd: (completed) => {
+            if (completed) return []
+            // message_stop missing after a complete message_delta: the answer is whole, only the end marker was lost.
+            if (translate.state.finishReason === null) {
+              throw malformedUpstream(call, 'stream ended before the answer was complete')
+            }
+            return translate.end()
+          },
+        },
+      )
     },
   }
 }

@@ -1,4 +1,4 @@
-import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
+import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
 import { newChunkMeta } from '../shared/stream.ts'
@@ -45,27 +45,39 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
       return fromGeminiResponse(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
     },
 
-    async *chatStream(req, call): AsyncGenerator<ChatChunk> {
-      // Translation errors (400) are thrown before anything is sent upstream.
-      const body = toGeminiRequest(req, call.upstreamModel)
-      const res = await post(call, 'streamGenerateContent?alt=sse', body, 'text/event-stream')
+    chatStream(req, call) {
       const translate = createChunkTranslator(meta(call), { excludeReasoning: excludeReasoning(req) })
-      yield* translateSse(call, res.body, (json) => {
-        if (geminiErrorBodySchema.safeParse(json).success) {
-          call.log.warn({ provider: call.upstream.name }, 'upstream error event mid-stream')
-          throw fromGeminiStreamError(call.upstream.name, json)
-        }
-        const parsed = geminiResponseSchema.safeParse(json)
-        if (!parsed.success) {
-          throw malformedUpstream(call, 'stream event is not a GenerateContentResponse', parsed.error)
-        }
-        return { chunks: translate(parsed.data) }
-      })
-      // Gemini has no end marker: the last event carries finishReason. Without one the stream was cut.
-      if (translate.state.finishReason === null) {
-        throw malformedUpstream(call, 'stream ended before the answer was complete')
-      }
-      for (const chunk of translate.end()) yield chunk
+      return translateSse(
+        call,
+        // Translation errors (400) are thrown before anything is sent upstream.
+        () =>
+          post(
+            call,
+            'streamGenerateContent?alt=sse',
+            toGeminiRequest(req, call.upstreamModel),
+            'text/event-stream',
+          ),
+        (json) => {
+          if (geminiErrorBodySchema.safeParse(json).success) {
+            call.log.warn({ provider: call.upstream.name }, 'upstream error event mid-stream')
+            throw fromGeminiStreamError(call.upstream.name, json)
+          }
+          const parsed = geminiResponseSchema.safeParse(json)
+          if (!parsed.success) {
+            throw malformedUpstream(call, 'stream event is not a GenerateContentResponse', parsed.error)
+          }
+          return { chunks: translate(parsed.data) }
+        },
+        {
+          // Gemini has no end marker: the last event carries finishReason. Without one the stream was cut.
+          onEnd: () => {
+            if (translate.state.finishReason === null) {
+              throw malformedUpstream(call, 'stream ended before the answer was complete')
+            }
+            return translate.end()
+          },
+        },
+      )
     },
 
     async embed(req, call) {

@@ -1,4 +1,4 @@
-import type { ChatChunk, ProviderAdapter, UpstreamCall } from '../types.ts'
+import type { ProviderAdapter, UpstreamCall } from '../types.ts'
 import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { upstreamFault } from '../shared/errors.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
@@ -36,17 +36,17 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
       return fromOpenAICompletion(parsed.data, now())
     },
 
-    async *chatStream(req, call): AsyncGenerator<ChatChunk> {
-      const res = await post(
-        call,
-        '/chat/completions',
-        toOpenAIChatRequest(req, call.upstreamModel, call.upstream.outputLimitField),
-        'text/event-stream',
-      )
+    chatStream(req, call) {
       let finished = false
-      const done = yield* translateSse(
+      return translateSse(
         call,
-        res.body,
+        () =>
+          post(
+            call,
+            '/chat/completions',
+            toOpenAIChatRequest(req, call.upstreamModel, call.upstream.outputLimitField),
+            'text/event-stream',
+          ),
         (json) => {
           if (isOpenAIStreamError(json)) {
             throw upstreamFault(call.upstream.name, 'failed mid-stream', 200, json)
@@ -56,10 +56,16 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
           if (chunk.choices.some((c) => c.finish_reason)) finished = true
           return { chunks: [fromOpenAIChunk(chunk, now())] }
         },
-        '[DONE]',
+        {
+          marker: '[DONE]',
+          // Some servers omit [DONE] after a complete answer; a stream that stops before any finish_reason was cut.
+          onEnd: (done) => {
+            if (!done && !finished)
+              throw malformedUpstream(call, 'stream ended before the answer was complete')
+            return []
+          },
+        },
       )
-      // Some servers omit [DONE] after a complete answer; a stream that stops before any finish_reason was cut.
-      if (!done && !finished) throw malformedUpstream(call, 'stream ended before the answer was complete')
     },
 
     async embed(req, call) {

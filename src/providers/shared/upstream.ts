@@ -67,38 +67,56 @@ export interface StreamStep {
   last?: boolean
 }
 
+/** How a protocol's stream ends, for {@link translateSse}. */
+export interface SseEnd {
+  /** Data that ends the stream when it is an event's whole data (OpenAI's `[DONE]`). */
+  marker?: string
+  /**
+   * Called once the body has ended without an error: `marked` is true when it ended on the protocol's
+   * own end marker (`marker`, or a step marked `last`), false when the body simply ran out. Returns
+   * the chunks still to send, or throws when the answer is incomplete.
+   */
+  onEnd?: (marked: boolean) => readonly ChatChunk[]
+}
+
 /**
- * Reads an upstream SSE body: each event's data is parsed as JSON (a 502 when it is not) and given to
- * `onEvent`, whose chunks are yielded. Errors `onEvent` throws pass as they are; network failures
- * become GatewayErrors. Returns true when the stream ended on the protocol's own end marker (`endMarker`
- * as the whole data, or a step marked `last`), false when the body simply ran out. Leaving before the
- * end (client gone, an error) releases the upstream connection at once.
+ * A protocol's chat stream: `open` makes the upstream call (on the first read, so a request that cannot
+ * be translated throws before anything is sent upstream) and returns the SSE body, whose events'
+ * data are parsed as JSON (a 502 when it is not) and given to `onEvent`, whose chunks are yielded.
+ * Errors `onEvent` and `onEnd` throw pass as they are; network failures become GatewayErrors. Leaving
+ * before the end (client gone, an error) releases the upstream connection at once.
+ *
+ * The adapter returns this generator itself rather than delegating to it with `yield*`: every layer
+ * of async generators costs each chunk another turn of promises, and a stream has hundreds of chunks.
  */
 export async function* translateSse(
   call: UpstreamCall,
-  body: UpstreamResponse['body'],
+  open: () => Promise<UpstreamResponse>,
   onEvent: (json: unknown) => StreamStep,
-  endMarker?: string,
-): AsyncGenerator<ChatChunk, boolean> {
+  end: SseEnd = {},
+): AsyncGenerator<ChatChunk> {
+  const { body } = await open()
   let marked = false
   let finished = false
   try {
-    for await (const sse of readSse(body)) {
-      if (endMarker !== undefined && sse.data === endMarker) {
-        marked = true
-        break
-      }
-      let json: unknown
-      try {
-        json = JSON.parse(sse.data)
-      } catch (err) {
-        throw malformedUpstream(call, 'stream event is not valid JSON', err)
-      }
-      const step = onEvent(json)
-      for (const chunk of step.chunks) yield chunk
-      if (step.last) {
-        marked = true
-        break
+    read: for await (const events of readSse(body)) {
+      for (const sse of events) {
+        if (end.marker !== undefined && sse.data === end.marker) {
+          marked = true
+          break read
+        }
+        let json: unknown
+        try {
+          json = JSON.parse(sse.data)
+        } catch (err) {
+          throw malformedUpstream(call, 'stream event is not valid JSON', err)
+        }
+        const step = onEvent(json)
+        for (const chunk of step.chunks) yield chunk
+        if (step.last) {
+          marked = true
+          break read
+        }
       }
     }
     finished = true
@@ -108,5 +126,5 @@ export async function* translateSse(
   } finally {
     if (!finished) body.destroy()
   }
-  return marked
+  if (end.onEnd) for (const chunk of end.onEnd(marked)) yield chunk
 }
