@@ -226,6 +226,28 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await empty.store.ledger.reserve(empty.id, 'g1', 1n, 0, 1000)).toBeNull()
       })
 
+      it('sums the open holds exactly, also past 64 bits and with amounts of any width', async () => {
+        // $10^10 of credits: holds of 19 digits of picodollars (wider than a 64-bit integer's 18
+        // safe digits), then many of 18 digits whose sum passes 2^63.
+        const { store, id } = await withAccount(usd(10_000_000_000))
+        const wide = 1_234_567_890_123_456_789n
+        const near = 999_999_999_999_999_999n
+        for (let i = 0; i < 10; i++)
+          expect((await store.ledger.reserve(id, `n${i}`, near, 0, 1000))?.amount).toBe(near)
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(10n * near)
+        expect(10n * near > 2n ** 63n).toBe(true)
+        expect((await store.ledger.reserve(id, 'w', wide, 0, 1000))?.amount).toBe(wide)
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(10n * near + wide)
+        for (let i = 0; i < 10; i++) await store.ledger.release({ id: `n${i}`, accountId: id })
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(wide)
+        expect((await store.ledger.reserve(id, 's', 7n, 0, 1000))?.amount).toBe(7n)
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(wide + 7n)
+        await store.ledger.release({ id: 'w', accountId: id })
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(7n)
+        // Expired holds do not count.
+        expect((await store.ledger.credits(id, 1000)).reserved).toBe(0n)
+      })
+
       it('refuses when usage took the balance below zero', async () => {
         const { store, id } = await withAccount(usd(1))
         await store.ledger.settle(
