@@ -40,6 +40,11 @@ export interface SqliteStoreOptions {
   retentionDays?: number
   /** How long a statement waits for another process's write lock before failing (default 5000). */
   busyTimeoutMs?: number
+  /**
+   * How often the API-key lookup asks whether another process changed the file (default 1000 ms): a key
+   * revoked or an account changed through another process takes effect here within this time.
+   */
+  keyCacheCheckMs?: number
 }
 
 const DAY_MS = 86_400_000
@@ -150,6 +155,9 @@ export function migrateSqlite(db: DatabaseSync, migrations: readonly Migration[]
     throw err
   }
 }
+
+/** Accounts of API keys kept in memory for the lookup every request makes, at most. */
+const KEY_CACHE = 10_000
 
 export function createSqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
@@ -282,15 +290,45 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     return b
   }
 
+  // Every request looks its key up, and a statement outside a transaction costs ≈10 µs of file locking
+  // however small it is: the accounts of keys seen are kept here. This connection's own changes to
+  // accounts or keys clear them at once. Another connection's commit (another process on the file)
+  // changes PRAGMA data_version, which is read at most every `keyCacheCheckMs`: a key revoked or an
+  // account changed through another process takes effect here within that time. Only keys that exist
+  // are kept (unknown keys cost a query, not memory), at most KEY_CACHE.
+  const keyCache = new Map<string, Account>()
+  const keyCacheCheckMs = options.keyCacheCheckMs ?? 1_000
+  let dataVersion = -1
+  let checkedAt = Number.NEGATIVE_INFINITY
+  const changedAccounts = (): void => keyCache.clear()
+  const copyAccount = (a: Account): Account => ({
+    ...a,
+    modelDiscountsPpm: { ...a.modelDiscountsPpm },
+    rateLimits: { ...a.rateLimits },
+  })
+
   const accounts: AccountStore = {
     async findByKeyHash(keyHash) {
-      const r = read(() =>
-        get<AccountRow>(
+      return read(() => {
+        const now = performance.now()
+        if (now - checkedAt >= keyCacheCheckMs) {
+          const version = get<{ data_version: number }>('PRAGMA data_version')!.data_version
+          if (version !== dataVersion) keyCache.clear()
+          dataVersion = version
+          checkedAt = now
+        }
+        const cached = keyCache.get(keyHash)
+        if (cached) return copyAccount(cached)
+        const r = get<AccountRow>(
           'SELECT a.* FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?',
           keyHash,
-        ),
-      )
-      return r ? toAccount(r) : null
+        )
+        if (!r) return null
+        const account = toAccount(r)
+        if (keyCache.size >= KEY_CACHE) keyCache.clear()
+        keyCache.set(keyHash, account)
+        return copyAccount(account)
+      })
     },
     async get(id) {
       const r = read(() => get<AccountRow>('SELECT * FROM accounts WHERE id = ?', id))
@@ -314,6 +352,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     },
     async update(id, patch) {
       return tx(() => {
+        changedAccounts()
         const r = get<AccountRow>('SELECT * FROM accounts WHERE id = ?', id)
         if (!r) return null
         const next: Account = { ...toAccount(r), ...patch, id, createdAt: r.created_at }
@@ -339,6 +378,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     },
     async addKey(key) {
       await tx(() => {
+        changedAccounts()
         mustExist(key.accountId)
         run(
           `INSERT INTO api_keys (hash, id, account_id, prefix, created_at) VALUES (?, ?, ?, ?, ?)
@@ -358,7 +398,10 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       ).map(toKey)
     },
     async removeKey(accountId, keyId) {
-      return tx(() => run('DELETE FROM api_keys WHERE account_id = ? AND id = ?', accountId, keyId) > 0)
+      return tx(() => {
+        changedAccounts()
+        return run('DELETE FROM api_keys WHERE account_id = ? AND id = ?', accountId, keyId) > 0
+      })
     },
   }
 

@@ -24,6 +24,43 @@ const open = (path: string, options?: SqliteStoreOptions): Store => {
 }
 
 describe('SQLite store', () => {
+  it('API-key lookups: a change through this store shows at once, through another connection once data_version is read', async () => {
+    const path = freshPath()
+    // Never re-read data_version within the test: only this store's own changes clear its cache.
+    const a = open(path, { keyCacheCheckMs: 3_600_000 })
+    const b = open(path)
+    await a.accounts.create(accountFixture('acct'), usd(3))
+    await a.accounts.addKey({ id: 'k1', accountId: 'acct', hash: 'h1', prefix: 'sk-', createdAt: 1 })
+    await a.accounts.addKey({ id: 'k2', accountId: 'acct', hash: 'h2', prefix: 'sk-', createdAt: 1 })
+    expect((await a.accounts.findByKeyHash('h1'))?.rateLimits).toEqual(accountFixture('acct').rateLimits)
+    expect(await a.accounts.findByKeyHash('nope')).toBeNull()
+
+    await a.accounts.update('acct', { rateLimits: { requestsPerMinute: 3 } })
+    expect((await a.accounts.findByKeyHash('h1'))?.rateLimits).toEqual({ requestsPerMinute: 3 })
+    await a.accounts.removeKey('acct', 'k1')
+    expect(await a.accounts.findByKeyHash('h1')).toBeNull()
+    // Adding a key whose hash exists moves it to the new account.
+    await a.accounts.addKey({ id: 'k4', accountId: 'acct', hash: 'h4', prefix: 'sk-', createdAt: 1 })
+    expect((await a.accounts.findByKeyHash('h4'))?.id).toBe('acct')
+    await a.accounts.create(accountFixture('other'), usd(1))
+    await a.accounts.addKey({ id: 'k5', accountId: 'other', hash: 'h4', prefix: 'sk-', createdAt: 2 })
+    expect((await a.accounts.findByKeyHash('h4'))?.id).toBe('other')
+    // A key added by another connection is found at once: unknown keys are never cached.
+    await b.accounts.addKey({ id: 'k3', accountId: 'acct', hash: 'h3', prefix: 'sk-', createdAt: 1 })
+    expect((await a.accounts.findByKeyHash('h3'))?.id).toBe('acct')
+
+    // Another connection's revocation: kept until data_version is read (at most keyCacheCheckMs)...
+    expect((await a.accounts.findByKeyHash('h2'))?.id).toBe('acct')
+    await b.accounts.removeKey('acct', 'k2')
+    expect((await a.accounts.findByKeyHash('h2'))?.id).toBe('acct')
+    // ... and seen by a store that reads it on every lookup.
+    const c = open(path, { keyCacheCheckMs: 0 })
+    expect((await c.accounts.findByKeyHash('h3'))?.id).toBe('acct')
+    await b.accounts.removeKey('acct', 'k3')
+    await b.accounts.update('acct', { name: 'renamed' })
+    expect(await c.accounts.findByKeyHash('h3')).toBeNull()
+  })
+
   it('keeps everything across closing and reopening the file', async () => {
     const path = freshPath()
     const a = open(path)
