@@ -1,4 +1,5 @@
 import Fastify, {
+  LogController,
   type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
@@ -83,7 +84,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     // The drain check below answers with the error envelope instead.
     return503OnClosing: false,
     // One line per request, written in onResponse below, instead of Fastify's two.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { ignoreTrailingSlash: true },
   })
   app.decorateRequest('account', null as never)
