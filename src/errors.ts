@@ -50,6 +50,8 @@ export const errorCatalogue = {
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   uri_too_long: { status: 414, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
+  /** A byte range of an output that starts past its end. */
+  range_not_satisfiable: { status: 416, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
   internal_error: { status: 500, type: 'server_error' },

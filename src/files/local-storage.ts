@@ -68,7 +68,7 @@ export function createLocalFileStorage(dir: string, options: LocalFileStorageOpt
       return { key, bytes }
     },
 
-    async open(key) {
+    async open(key, range) {
       const path = pathOf(key)
       // The open handle keeps the bytes readable even if the object is removed meanwhile.
       const handle = await openFile(path, 'r').catch((err: unknown) => {
@@ -76,7 +76,8 @@ export function createLocalFileStorage(dir: string, options: LocalFileStorageOpt
       })
       try {
         const { size } = await handle.stat()
-        return { stream: handle.createReadStream(), bytes: size }
+        const part = range?.(size)
+        return { stream: handle.createReadStream(part ?? {}), bytes: size }
       } catch (err) {
         await handle.close()
         throw err

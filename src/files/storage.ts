@@ -14,8 +14,14 @@ export interface FileStorage {
    * with FileTooLargeError as soon as more than `maxBytes` arrive; on any failure nothing is kept.
    */
   write(source: Readable, options: { maxBytes: number }): Promise<StoredObject>
-  /** The object's bytes as a stream, and its size. Rejects with StorageObjectNotFoundError. */
-  open(key: string): Promise<{ stream: Readable; bytes: number }>
+  /**
+   * The object's bytes as a stream (only `start`…`end`, inclusive, when `range` picks them, as `range`
+   * is called with the object's size), and its whole size. Rejects with StorageObjectNotFoundError.
+   */
+  open(
+    key: string,
+    range?: (bytes: number) => { start: number; end: number } | undefined,
+  ): Promise<{ stream: Readable; bytes: number }>
   /** The whole object in memory: only for bounded sizes (inlining into a chat request). */
   read(key: string): Promise<Buffer>
   /** Removes the object; a missing one is not an error. */

@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import type { Deps } from '../deps.ts'
 import { GatewayError } from '../errors.ts'
 import { StorageObjectNotFoundError } from '../files/storage.ts'
+import { parseRange, type RangeRequest } from '../http/range.ts'
 import { checkOutputSignature, extensionFor } from '../tasks/outputs.ts'
 
 // GET /v1/outputs/{id}?expires=…&signature=… (decisions.md, Predictions): the hosted result of a
@@ -26,19 +27,38 @@ export const outputsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
       const gone = () => new GatewayError('output_not_found', 'this output no longer exists')
       const output = await deps.store.outputs.get(id)
       if (!output || output.expiresAt <= deps.now()) throw gone()
+      let range: RangeRequest = { kind: 'whole' }
       let opened
       try {
-        opened = await deps.outputStorage.open(output.storageKey)
+        opened = await deps.outputStorage.open(output.storageKey, (bytes) => {
+          range = parseRange(request.headers.range, bytes)
+          return range.kind === 'part' ? range : undefined
+        })
       } catch (err) {
         if (err instanceof StorageObjectNotFoundError) throw gone()
         throw err
       }
-      return reply
-        .header('content-type', output.contentType)
-        .header('content-length', String(opened.bytes))
-        .header('content-disposition', `inline; filename="${output.id}.${extensionFor(output.contentType)}"`)
+      // A video player seeks with byte ranges (Safari plays no video without them).
+      const r = range as RangeRequest
+      if (r.kind === 'unsatisfiable') {
+        opened.stream.destroy()
+        throw new GatewayError(
+          'range_not_satisfiable',
+          `the range ${request.headers.range} starts past the end of this output (${opened.bytes} bytes)`,
+          { headers: { 'content-range': `bytes */${opened.bytes}` } },
+        )
+      }
+      reply
+        .header('accept-ranges', 'bytes')
         .header('cache-control', 'private, max-age=3600')
         .header('x-content-type-options', 'nosniff')
+      if (r.kind === 'part') {
+        reply.code(206).header('content-range', `bytes ${r.start}-${r.end}/${opened.bytes}`)
+      }
+      return reply
+        .header('content-type', output.contentType)
+        .header('content-length', String(r.kind === 'part' ? r.end - r.start + 1 : opened.bytes))
+        .header('content-disposition', `inline; filename="${output.id}.${extensionFor(output.contentType)}"`)
         .send(opened.stream)
     },
   )

@@ -194,6 +194,53 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     expect((await fetch(fresh.pathname + fresh.search)).statusCode).toBe(200)
   })
 
+  it('outputs answer one byte range with 206 and Content-Range, a range past the end with 416', async () => {
+    const { gw, script, post, get, step } = await setup()
+    script.submit = () => done()
+    const id = (await post({ model: 'mock/image', input: { prompt: 'x' } })).json().data.task_id
+    await step()
+    const url = new URL((await get(id)).json().data.output[0].image)
+    const fetch = (range?: string) =>
+      gw.app.inject({
+        method: 'GET',
+        url: url.pathname + url.search,
+        headers: range === undefined ? {} : { range },
+      })
+    const size = PNG.length
+    const whole = await fetch()
+    expect(whole.statusCode).toBe(200)
+    expect(whole.headers['accept-ranges']).toBe('bytes')
+    expect(whole.headers['content-length']).toBe(String(size))
+
+    const head = await fetch('bytes=0-7')
+    expect(head.statusCode).toBe(206)
+    expect(head.headers['content-range']).toBe(`bytes 0-7/${size}`)
+    expect(head.headers['content-length']).toBe('8')
+    expect(head.rawPayload.equals(PNG.subarray(0, 8))).toBe(true)
+
+    const rest = await fetch('bytes=8-')
+    expect(rest.statusCode).toBe(206)
+    expect(rest.headers['content-range']).toBe(`bytes 8-${size - 1}/${size}`)
+    expect(rest.rawPayload.equals(PNG.subarray(8))).toBe(true)
+
+    const tail = await fetch('bytes=-12')
+    expect(tail.headers['content-range']).toBe(`bytes ${size - 12}-${size - 1}/${size}`)
+    expect(tail.rawPayload.equals(PNG.subarray(size - 12))).toBe(true)
+
+    // An end past the object is cut to it; several ranges are answered whole.
+    const over = await fetch(`bytes=4-${size + 100}`)
+    expect(over.headers['content-range']).toBe(`bytes 4-${size - 1}/${size}`)
+    expect(over.rawPayload.equals(PNG.subarray(4))).toBe(true)
+    const several = await fetch('bytes=0-1,4-5')
+    expect(several.statusCode).toBe(200)
+    expect(several.rawPayload.equals(PNG)).toBe(true)
+
+    const past = await fetch(`bytes=${size}-`)
+    expect(past.statusCode).toBe(416)
+    expect(past.headers['content-range']).toBe(`bytes */${size}`)
+    expect(past.json().error.code).toBe('range_not_satisfiable')
+  })
+
   it('outputs are deleted after the retention: records and bytes go, the URL answers 404', async () => {
     const { gw, clock, script, post, get, step } = await setup({
       predictions: { outputRetentionMs: 3_600_000 },
