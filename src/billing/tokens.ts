@@ -219,9 +219,10 @@ function isWhitespace(c: number): boolean {
   )
 }
 
-const LETTER = /^\p{L}$/u
-const LETTER_OR_MARK = /^[\p{L}\p{M}]$/u
-const NUMBER = /^\p{N}$/u
+// Each is tested on the one code point of String.fromCodePoint: no anchors needed.
+const LETTER = /\p{L}/u
+const LETTER_OR_MARK = /[\p{L}\p{M}]/u
+const NUMBER = /\p{N}/u
 
 function isLetter(cp: number): boolean {
   if (cp < 0x80) return (cp >= 0x41 && cp <= 0x5a) || (cp >= 0x61 && cp <= 0x7a)
