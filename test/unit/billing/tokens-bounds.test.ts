@@ -160,6 +160,8 @@ describe('imagePartCount', () => {
     const req = chat([
       { role: 'user', content: [image, { type: 'text', text: 'image_url' }, image] },
       { role: 'assistant', content: 'image_url' },
+      { role: 'assistant', content: null, tool_calls: toolCalls },
+      { role: 'assistant', tool_calls: toolCalls },
       { role: 'user', content: [audio, image] },
     ])
     expect(imagePartCount(req)).toBe(3)
