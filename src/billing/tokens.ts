@@ -183,13 +183,16 @@ function isSpaceCut(text: string, i: number): boolean {
   return (c === 0x20 || c === 0x09) && !isWhitespace(text.charCodeAt(i - 1))
 }
 
-/** Any split o200k always makes, for runs without spaces (code, URLs, CJK with punctuation). */
+/**
+ * Any split o200k always makes, for runs without spaces (code, URLs, CJK with punctuation). A space or
+ * tab after a non-space is never asked about: countingPieces has cut there already ({@link isSpaceCut}).
+ */
 function isSafeCut(text: string, i: number): boolean {
   const c = text.charCodeAt(i)
   if (isLowSurrogate(c)) return false
-  const before = text.codePointAt(isLowSurrogate(text.charCodeAt(i - 1)) && i >= 2 ? i - 2 : i - 1) ?? 0
+  // At i = 1 after a lone low surrogate this reads position -1, 0: no whitespace, letter or digit either.
+  const before = text.codePointAt(isLowSurrogate(text.charCodeAt(i - 1)) ? i - 2 : i - 1) ?? 0
   if (isWhitespace(before)) return false
-  if (c === 0x20 || c === 0x09) return true
   const cp = text.codePointAt(i) ?? 0
   if (isNumber(before) !== isNumber(cp)) return true
   // A mark (U+0301) is no letter here: o200k's punctuation class takes it too.
@@ -216,9 +219,10 @@ function isWhitespace(c: number): boolean {
   )
 }
 
-const LETTER = /^\p{L}$/u
-const LETTER_OR_MARK = /^[\p{L}\p{M}]$/u
-const NUMBER = /^\p{N}$/u
+// Each is tested on the one code point of String.fromCodePoint: no anchors needed.
+const LETTER = /\p{L}/u
+const LETTER_OR_MARK = /[\p{L}\p{M}]/u
+const NUMBER = /\p{N}/u
 
 function isLetter(cp: number): boolean {
   if (cp < 0x80) return (cp >= 0x41 && cp <= 0x5a) || (cp >= 0x61 && cp <= 0x7a)

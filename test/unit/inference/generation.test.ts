@@ -257,4 +257,171 @@ describe('beginGeneration', () => {
     })
     expect(r?.cost).toBe(120_000_000n)
   })
+
+  it('records the upstream usage as such, field by field', async () => {
+    const acct = plain('fields')
+    const { store, deps, advance } = await setup(acct)
+    const gen = await begin(deps, acct, { streamed: true, api: '/v1/responses' })
+    advance(40)
+    gen.firstByte()
+    gen.firstByte(1_010)
+    advance(60)
+    const r = await gen.finish({
+      deployment: d,
+      usage,
+      produced: true,
+      cancelled: false,
+      finishReason: 'length',
+      estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
+    })
+    const zeroDetails = {
+      prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0, audio_tokens: 0, video_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0, image_tokens: 0, audio_tokens: 0 },
+    }
+    expect(r).toEqual({
+      generationId: 'g1',
+      accountId: acct.id,
+      api: '/v1/responses',
+      model: 'team/m',
+      provider: 'p',
+      createdAt: 1_000,
+      generationTimeMs: 100,
+      latencyMs: 40,
+      streamed: true,
+      finishReason: 'length',
+      cancelled: false,
+      costSource: 'upstream',
+      usage: { ...usage, ...zeroDetails },
+      upstreamCost: 120_000_000n,
+      discountPpm: 0,
+      discount: 0n,
+      cost: 120_000_000n,
+    })
+    expect(await store.generations.get('g1')).toEqual(r)
+  })
+
+  it('estimates when the upstream reported no tokens at all', async () => {
+    const acct = plain('zero')
+    const { deps } = await setup(acct)
+    const gen = await begin(deps, acct)
+    const r = await gen.finish({
+      deployment: d,
+      usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+      produced: true,
+      cancelled: false,
+      finishReason: 'stop',
+      estimate: async () => ({ promptTokens: 7, completionTokens: 5 }),
+    })
+    expect(r).toMatchObject({
+      costSource: 'estimate',
+      usage: { prompt_tokens: 7, completion_tokens: 5, total_tokens: 12 },
+      upstreamCost: 17_000_000n,
+    })
+  })
+
+  it('bills a quarter of the prompt bound, rounded up, when the estimate fails, and logs why', async () => {
+    const acct = plain('quarter')
+    const { store, deps } = await setup(acct)
+    const error = vi.spyOn(deps.log, 'error')
+    const gen = await begin(deps, acct, { promptTokenBound: 101 })
+    const failure = new Error('tokenizer gone')
+    const r = await gen.finish({
+      deployment: d,
+      produced: true,
+      cancelled: false,
+      finishReason: 'stop',
+      estimate: async () => {
+        throw failure
+      },
+    })
+    expect(r).toMatchObject({
+      costSource: 'estimate',
+      usage: { prompt_tokens: 26, completion_tokens: 0, total_tokens: 26 },
+      upstreamCost: 26_000_000n,
+    })
+    expect((await store.ledger.credits(acct.id, 1_000)).totalUsage).toBe(26_000_000n)
+    expect(error).toHaveBeenCalledExactlyOnceWith(
+      { err: failure, generationId: 'g1' },
+      'token estimate failed; billing bytes/4',
+    )
+  })
+
+  it('delivers nothing-produced as null: there was no charge to commit', async () => {
+    const acct = plain('empty')
+    const { deps } = await setup(acct)
+    const gen = await begin(deps, acct)
+    const outcome = { deployment: d, produced: false, cancelled: false, finishReason: null }
+    expect(
+      await gen.finishBeforeDelivery({
+        ...outcome,
+        estimate: async () => ({ promptTokens: 1, completionTokens: 1 }),
+      }),
+    ).toBeNull()
+  })
+
+  it('settles to null, logs, and withholds the answer when recording itself fails', async () => {
+    const acct = plain('broken')
+    const { store, deps, value } = await setup(acct)
+    const error = vi.spyOn(deps.log, 'error')
+    const onRecord = vi.fn()
+    const stops: ReturnType<typeof vi.fn>[] = []
+    const renewals = deps.renewals
+    deps.renewals = {
+      ...renewals,
+      hold: (r) => {
+        const stop = vi.fn(renewals.hold(r))
+        stops.push(stop)
+        return stop
+      },
+    }
+    const gen = await begin(deps, acct, { onRecord })
+    const failure = new Error('estimate threw instead of rejecting')
+    const outcome = {
+      deployment: d,
+      produced: true,
+      cancelled: false,
+      finishReason: 'stop',
+      estimate: (): Promise<{ promptTokens: number; completionTokens: number }> => {
+        throw failure
+      },
+    }
+    const err = await gen.finishBeforeDelivery(outcome).catch((e: unknown) => e)
+    expect(err).toMatchObject({ status: 503, code: 'store_unavailable' })
+    expect(await gen.finish(outcome)).toBeNull()
+    expect(onRecord).toHaveBeenCalledExactlyOnceWith(null)
+    expect(error).toHaveBeenCalledExactlyOnceWith(
+      { err: failure, generationId: 'g1' },
+      'could not record or settle a generation',
+    )
+    expect(stops).toHaveLength(1)
+    expect(stops[0]).toHaveBeenCalled()
+    expect(await value('junction_reserved_credits_usd')).toBe(0)
+    expect(await store.generations.get('g1')).toBeNull()
+  })
+
+  it('runs without metrics', async () => {
+    const acct = plain('quiet')
+    const { deps } = await setup(acct)
+    delete deps.metrics
+    const gen = await begin(deps, acct)
+    const r = await gen.finish({
+      deployment: d,
+      usage,
+      produced: true,
+      cancelled: false,
+      finishReason: 'stop',
+      estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
+    })
+    expect(r?.cost).toBe(120_000_000n)
+    const none = await begin(deps, acct, { generationId: 'g2' })
+    expect(
+      await none.finish({
+        deployment: d,
+        produced: false,
+        cancelled: false,
+        finishReason: null,
+        estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
+      }),
+    ).toBeNull()
+  })
 })
