@@ -178,7 +178,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     finish(outcome) {
       finished ??= end(outcome)
         .catch((err: unknown) => {
-          stopRenewing()
+          // end stopped the renewals before anything that can throw.
           charged = false
           deps.log.error({ err, generationId: b.generationId }, 'could not record or settle a generation')
           return null
