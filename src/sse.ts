@@ -73,20 +73,30 @@ export interface WriteSseOptions {
 }
 
 /**
- * Junction's events → SSE text, as they arrive: `data: <json>\n\n` per event, then `data: [DONE]\n\n`.
- * A failure of the source after the stream started is sent as one `data: {"error": …}` event in the
- * envelope, and the stream ends without [DONE]. Leaving early (the client went away) returns the
- * source, so its own cleanup runs.
+ * Junction's events → SSE text, as they arrive: each batch of events (what one upstream read produced)
+ * becomes one string of `data: <json>\n\n` per event, so a batch costs one write and one turn of
+ * promises however many events it holds; then `data: [DONE]\n\n`. A failure of the source after the
+ * stream started is sent as one `data: {"error": …}` event in the envelope, and the stream ends without
+ * [DONE]. Leaving early (the client went away) returns the source, so its own cleanup runs.
  */
-export async function* writeSse(events: AsyncIterable<unknown>, o: WriteSseOptions): AsyncGenerator<string> {
-  let sent = 0
+export async function* writeSse(
+  batches: AsyncIterable<readonly unknown[]>,
+  o: WriteSseOptions,
+): AsyncGenerator<string> {
+  let first = true
   try {
-    for await (const event of events) {
-      yield sseData(event)
+    for await (const batch of batches) {
+      if (batch.length === 0) continue
+      let text = ''
+      for (const event of batch) text += sseData(event)
+      yield text
       // The response socket is corked until the next tick; when the upstream's data is already
-      // buffered, the promise chain would translate every buffered chunk before that tick comes.
-      // One turn of the event loop after the first event puts it on the wire at once.
-      if (++sent === 1) await new Promise((resolve) => setImmediate(resolve))
+      // buffered, the promise chain would translate every buffered batch before that tick comes.
+      // One turn of the event loop after the first batch puts it on the wire at once.
+      if (first) {
+        first = false
+        await new Promise((resolve) => setImmediate(resolve))
+      }
     }
     yield SSE_DONE
   } catch (err) {

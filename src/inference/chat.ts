@@ -58,8 +58,11 @@ export type ChatStart =
       stream: true
       generationId: string
       headers: Record<string, string>
-      /** The chunks to send, the first already received; however iteration ends, the generation is settled. */
-      chunks: AsyncIterable<ChatChunk>
+      /**
+       * The chunks to send, in batches (those of one upstream read together), the first already
+       * received; however iteration ends, the generation is settled.
+       */
+      batches: AsyncIterable<ChatChunk[]>
     }
 
 export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<ChatStart> {
@@ -147,7 +150,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     stream: true,
     generationId: generation.id,
     headers: answerHeaders(generation, candidate),
-    chunks: relayStream(opened.first, opened.rest, {
+    batches: relayStream(opened.first, opened.rest, {
       generation,
       candidate,
       slug: candidate.model.slug,
@@ -211,37 +214,28 @@ function commits(chunk: ChatChunk): boolean {
 }
 
 /**
- * Reads an upstream stream up to its first chunk with output (or its end), holding the chunks before
- * it (the role chunk): a failure until then rejects, and the attempt can be retried unseen. The
- * result replays the held chunks, then the rest.
+ * Reads an upstream stream up to its first batch with output (or its end), holding the chunks before
+ * it (the role chunk): a failure until then rejects, and the attempt can be retried unseen. The held
+ * chunks and that batch are the first batch; `rest` is the rest of the stream.
  */
 async function openStream(
-  it: AsyncIterator<ChatChunk>,
-): Promise<{ first: IteratorResult<ChatChunk>; rest: AsyncIterator<ChatChunk> }> {
-  const held: IteratorResult<ChatChunk>[] = []
+  it: AsyncIterator<ChatChunk[]>,
+): Promise<{ first: IteratorResult<ChatChunk[]>; rest: AsyncIterator<ChatChunk[]> }> {
+  const held: ChatChunk[] = []
   try {
-    let next = await it.next()
-    while (!next.done && !commits(next.value) && held.length < MAX_HELD_CHUNKS) {
-      held.push(next)
-      next = await it.next()
+    for (;;) {
+      const next = await it.next()
+      if (next.done) break
+      for (const chunk of next.value) held.push(chunk)
+      if (next.value.some(commits) || held.length >= MAX_HELD_CHUNKS) break
     }
-    held.push(next)
   } catch (err) {
     await it.return?.().catch(() => undefined)
     throw err
   }
-  const first = held.shift() as IteratorResult<ChatChunk>
-  const rest: AsyncIterator<ChatChunk> = {
-    next: () => {
-      const h = held.shift()
-      return h ? Promise.resolve(h) : it.next()
-    },
-    return: async () => {
-      held.length = 0
-      return (await it.return?.()) ?? { done: true, value: undefined }
-    },
-  }
-  return { first, rest }
+  const first: IteratorResult<ChatChunk[]> =
+    held.length > 0 ? { done: false, value: held } : { done: true, value: undefined }
+  return { first, rest: it }
 }
 
 interface RelayContext {
@@ -262,16 +256,16 @@ interface RelayContext {
 }
 
 /**
- * The upstream's chunks as the client gets them: ids become the generation id and `model` the slug;
+ * The upstream's chunks as the client gets them, batch by batch: ids become the generation id and `model` the slug;
  * usage (always requested upstream, for billing) is passed on only when the client asked for it.
  * Only what an estimate needs is kept (a bounded running token tally, never the whole text). However
  * the iteration ends (done, failed, client gone), `finally` settles exactly once.
  */
 export function relayStream(
-  first: IteratorResult<ChatChunk>,
-  chunks: AsyncIterator<ChatChunk>,
+  first: IteratorResult<ChatChunk[]>,
+  chunks: AsyncIterator<ChatChunk[]>,
   ctx: RelayContext,
-): AsyncIterableIterator<ChatChunk> {
+): AsyncIterableIterator<ChatChunk[]> {
   const relay = relayChunks(first, chunks, ctx)
   // A client that leaves before the relay is first read (while the answer's headers are being sent)
   // would leave a generator that never ran, so no `finally`: the generation is settled here instead,
@@ -285,7 +279,7 @@ export function relayStream(
       finishReason: null,
       estimate: async () => ({
         promptTokens: await ctx.promptTokens(),
-        completionTokens: first.done ? 0 : await ctx.count(chunkText(first.value)),
+        completionTokens: first.done ? 0 : await ctx.count(first.value.map(chunkText).join('')),
       }),
     })
   }
@@ -330,10 +324,10 @@ function chunkText(chunk: ChatChunk): string {
 }
 
 async function* relayChunks(
-  first: IteratorResult<ChatChunk>,
-  chunks: AsyncIterator<ChatChunk>,
+  first: IteratorResult<ChatChunk[]>,
+  batches: AsyncIterator<ChatChunk[]>,
   ctx: RelayContext,
-): AsyncGenerator<ChatChunk> {
+): AsyncGenerator<ChatChunk[]> {
   const tally = createTokenTally(ctx.count)
   let usage: Usage | undefined
   let finishReason: string | null = null
@@ -341,53 +335,67 @@ async function* relayChunks(
   // Every chunk with text carries at least one token: more such chunks than the output limit means
   // the upstream ignored the limit it was sent, and the reservation no longer bounds the cost.
   let textChunks = 0
+
+  /** Takes in one chunk; false when it goes past the output limit (it and the rest are not sent). */
+  const take = (chunk: ChatChunk): boolean => {
+    chunk.id = ctx.generation.id
+    chunk.model = ctx.slug
+    for (const choice of chunk.choices) {
+      produced = true
+      const d = choice.delta
+      const pieces: string[] = []
+      if (typeof d.content === 'string' && d.content !== '') pieces.push(d.content)
+      for (const t of d.tool_calls ?? []) {
+        if (t.function?.name) pieces.push(t.function.name)
+        if (t.function?.arguments) pieces.push(t.function.arguments)
+      }
+      // Reasoning is billed but not counted against the limit: some upstreams (DeepSeek) leave
+      // their chain of thought outside `max_tokens`, and a legitimate answer must never be cut.
+      if (typeof d.reasoning === 'string' && d.reasoning !== '') tally.add(d.reasoning)
+      if (pieces.length > 0 && ++textChunks > ctx.outputBound) return false
+      for (const piece of pieces) tally.add(piece)
+      if (choice.finish_reason) finishReason = choice.finish_reason
+    }
+    if (chunk.usage) usage = chunk.usage
+    return true
+  }
+
   let next = first
   try {
     while (!next.done) {
-      const chunk = next.value
-      chunk.id = ctx.generation.id
-      chunk.model = ctx.slug
-      for (const choice of chunk.choices) {
-        produced = true
-        const d = choice.delta
-        const pieces: string[] = []
-        if (typeof d.content === 'string' && d.content !== '') pieces.push(d.content)
-        for (const t of d.tool_calls ?? []) {
-          if (t.function?.name) pieces.push(t.function.name)
-          if (t.function?.arguments) pieces.push(t.function.arguments)
+      const out: ChatChunk[] = []
+      let overrun = false
+      for (const chunk of next.value) {
+        if (!take(chunk)) {
+          overrun = true
+          break
         }
-        // Reasoning is billed but not counted against the limit: some upstreams (DeepSeek) leave
-        // their chain of thought outside `max_tokens`, and a legitimate answer must never be cut.
-        if (typeof d.reasoning === 'string' && d.reasoning !== '') tally.add(d.reasoning)
-        if (pieces.length > 0 && ++textChunks > ctx.outputBound) {
-          ctx.stats.outputOverruns++
-          ctx.log.warn(
-            {
-              generationId: ctx.generation.id,
-              deployment: ctx.candidate.deployment.id,
-              outputBound: ctx.outputBound,
-            },
-            'upstream streamed past the output limit it was sent: cut off',
-          )
-          throw new UpstreamError(
-            'upstream_error',
-            `upstream ${ctx.candidate.provider.config.name} went past the output limit of ${ctx.outputBound} tokens; the answer was cut off`,
-            { provider: ctx.candidate.provider.config.name, upstreamStatus: 200 },
-          )
+        // Junction asked for usage on the client's behalf: without include_usage, OpenAI sends no
+        // usage field at all, so the usage chunk goes and so does `usage: null` on the others.
+        if (!ctx.includeUsage && 'usage' in chunk) {
+          if (chunk.usage && chunk.choices.length === 0) continue
+          delete chunk.usage
         }
-        for (const piece of pieces) tally.add(piece)
-        if (choice.finish_reason) finishReason = choice.finish_reason
+        out.push(chunk)
       }
-      if (chunk.usage) usage = chunk.usage
-      // Junction asked for usage on the client's behalf: without include_usage, OpenAI sends no usage
-      // field at all, so the usage chunk goes and so does `usage: null` on the others.
-      let send = true
-      if (!ctx.includeUsage && 'usage' in chunk) {
-        if (chunk.usage && chunk.choices.length === 0) send = false
-        else delete chunk.usage
+      if (out.length > 0) yield out
+      if (overrun) {
+        ctx.stats.outputOverruns++
+        ctx.log.warn(
+          {
+            generationId: ctx.generation.id,
+            deployment: ctx.candidate.deployment.id,
+            outputBound: ctx.outputBound,
+          },
+          'upstream streamed past the output limit it was sent: cut off',
+        )
+        throw new UpstreamError(
+          'upstream_error',
+          `upstream ${ctx.candidate.provider.config.name} went past the output limit of ${ctx.outputBound} tokens; the answer was cut off`,
+          { provider: ctx.candidate.provider.config.name, upstreamStatus: 200 },
+        )
       }
-      if (send) yield chunk
-      next = await chunks.next()
+      next = await batches.next()
     }
     // The answer is complete: charged before [DONE] leaves, or it ends with an error event instead.
     await ctx.generation.finishBeforeDelivery(outcome())
@@ -400,7 +408,7 @@ async function* relayChunks(
     throw err
   } finally {
     // Leaving early (client gone, an error) must release the upstream too.
-    if (!next.done) await chunks.return?.().catch(() => undefined)
+    if (!next.done) await batches.return?.().catch(() => undefined)
     await ctx.generation.finish(outcome())
   }
 

@@ -187,7 +187,10 @@ export interface UpstreamCall {
 
 export interface ProviderAdapter {
   chat(req: ChatRequest, call: UpstreamCall): Promise<ChatCompletion>
-  /** Errors before the first chunk reject the first `next()`; later ones end the iteration with a throw. */
-  chatStream(req: ChatRequest, call: UpstreamCall): AsyncIterable<ChatChunk>
+  /**
+   * The answer's chunks in order, in batches (those of one upstream read together; never an empty one).
+   * Errors before the first chunk reject the first `next()`; later ones end the iteration with a throw.
+   */
+  chatStream(req: ChatRequest, call: UpstreamCall): AsyncIterable<ChatChunk[]>
   embed?(req: EmbeddingsRequest, call: UpstreamCall): Promise<EmbeddingsResponse>
 }

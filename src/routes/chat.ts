@@ -30,7 +30,7 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
       .header('x-accel-buffering', 'no')
     deps.metrics.openStreams.inc()
     reply.raw.once('close', () => deps.metrics.openStreams.dec())
-    const body = writeSse(started.chunks, { signal, requestId: request.id, log: request.log })
+    const body = writeSse(started.batches, { signal, requestId: request.id, log: request.log })
     return reply.send(Readable.from(body, { objectMode: false }))
   }
   app.post('/v1/chat/completions', handler)

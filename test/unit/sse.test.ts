@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { pino } from 'pino'
 import { GatewayError } from '../../src/errors.ts'
-import { MAX_SSE_EVENT_BYTES, readSse, SseEventTooLargeError, writeSse } from '../../src/sse.ts'
+import { MAX_SSE_EVENT_BYTES, readSse, SSE_DONE, SseEventTooLargeError, writeSse } from '../../src/sse.ts'
 
 async function collect(parts: string[]): Promise<{ event?: string; data: string }[]> {
   const out = []
@@ -95,28 +95,36 @@ describe('readSse', () => {
 
 describe('writeSse', () => {
   const log = pino({ level: 'silent' })
-  const write = async (events: AsyncIterable<unknown>, signal = new AbortController().signal) => {
+  const write = async (events: AsyncIterable<unknown[]>, signal = new AbortController().signal) => {
     const out: string[] = []
     for await (const text of writeSse(events, { signal, requestId: 'req-1', log })) out.push(text)
     return out
   }
-  async function* from(values: unknown[], failAfter?: Error) {
+  async function* from<T>(values: T[], failAfter?: Error) {
     for (const v of values) yield v
     if (failAfter) throw failAfter
   }
 
   it('frames one JSON value per event, then the DONE marker; readSse reads back what it wrote', async () => {
-    const out = await write(from([{ a: 1 }, { b: 'x\ny' }]))
+    const out = await write(from([[{ a: 1 }], [{ b: 'x\ny' }]]))
     expect(out).toEqual(['data: {"a":1}\n\n', 'data: {"b":"x\\ny"}\n\n', 'data: [DONE]\n\n'])
     const back = []
-    for await (const events of readSse(from(out) as AsyncIterable<string>))
-      for (const e of events) back.push(e.data)
+    for await (const events of readSse(from(out))) for (const e of events) back.push(e.data)
     expect(back).toEqual(['{"a":1}', '{"b":"x\\ny"}', '[DONE]'])
+  })
+
+  it('writes a batch of events as one piece of text, in order, and skips empty batches', async () => {
+    const out = await write(from([[{ a: 1 }, { a: 2 }, { a: 3 }], [], [{ a: 4 }]]))
+    expect(out).toEqual([
+      'data: {"a":1}\n\ndata: {"a":2}\n\ndata: {"a":3}\n\n',
+      'data: {"a":4}\n\n',
+      SSE_DONE,
+    ])
   })
 
   it('a failure after the start is one error event in the envelope, without DONE', async () => {
     const err = new GatewayError('upstream_error', 'upstream p failed mid-stream')
-    const out = await write(from([{ a: 1 }], err))
+    const out = await write(from([[{ a: 1 }]], err))
     expect(out).toHaveLength(2)
     expect(out[1]).toBe(
       `data: ${JSON.stringify({
@@ -148,8 +156,8 @@ describe('writeSse', () => {
     let cleaned = false
     async function* source() {
       try {
-        yield { a: 1 }
-        yield { a: 2 }
+        yield [{ a: 1 }]
+        yield [{ a: 2 }]
       } finally {
         cleaned = true
       }

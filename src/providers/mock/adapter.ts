@@ -44,13 +44,14 @@ function delay(ms: number, signal: AbortSignal): Promise<void> {
 export function createMockAdapter(options: MockAdapterOptions = {}): ProviderAdapter {
   const now = options.now ?? Date.now
 
-  async function* chatStream(req: ChatRequest, call: UpstreamCall): AsyncGenerator<ChatChunk> {
+  // One chunk per batch: they come apart in time, as an upstream's reads would.
+  async function* chatStream(req: ChatRequest, call: UpstreamCall): AsyncGenerator<ChatChunk[]> {
     const { latencyMs } = call.upstream
     await delay(latencyMs, call.signal)
     const chunks = mockChatChunks(req, call.upstreamModel, now())
     for (const [i, chunk] of chunks.entries()) {
       if (i > 0) await delay(latencyMs / 10, call.signal)
-      yield chunk
+      yield [chunk]
     }
   }
 

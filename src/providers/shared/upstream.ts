@@ -82,22 +82,26 @@ export interface SseEnd {
 /**
  * A protocol's chat stream: `open` makes the upstream call (on the first read, so a request that cannot
  * be translated throws before anything is sent upstream) and returns the SSE body, whose events'
- * data are parsed as JSON (a 502 when it is not) and given to `onEvent`, whose chunks are yielded.
- * Errors `onEvent` and `onEnd` throw pass as they are; network failures become GatewayErrors. Leaving
- * before the end (client gone, an error) releases the upstream connection at once.
+ * data are parsed as JSON (a 502 when it is not) and given to `onEvent`. The chunks are yielded in
+ * batches: all those of one piece of the body together (one turn of promises per upstream read, not
+ * per chunk: a stream has hundreds of chunks, and a fast upstream sends many per read). Errors
+ * `onEvent` and `onEnd` throw pass as they are, after the chunks before them; network failures become
+ * GatewayErrors. Leaving before the end (client gone, an error) releases the upstream connection at
+ * once.
  *
  * The adapter returns this generator itself rather than delegating to it with `yield*`: every layer
- * of async generators costs each chunk another turn of promises, and a stream has hundreds of chunks.
+ * of async generators costs each batch another turn of promises.
  */
 export async function* translateSse(
   call: UpstreamCall,
   open: () => Promise<UpstreamResponse>,
   onEvent: (json: unknown) => StreamStep,
   end: SseEnd = {},
-): AsyncGenerator<ChatChunk> {
+): AsyncGenerator<ChatChunk[]> {
   const { body } = await open()
   let marked = false
   let finished = false
+  let batch: ChatChunk[] = []
   try {
     read: for await (const events of readSse(body)) {
       for (const sse of events) {
@@ -112,19 +116,31 @@ export async function* translateSse(
           throw malformedUpstream(call, 'stream event is not valid JSON', err)
         }
         const step = onEvent(json)
-        for (const chunk of step.chunks) yield chunk
+        for (const chunk of step.chunks) batch.push(chunk)
         if (step.last) {
           marked = true
           break read
         }
       }
+      if (batch.length > 0) {
+        const ready = batch
+        batch = []
+        yield ready
+      }
     }
     finished = true
   } catch (err) {
+    // What was translated before the failure goes first; the error follows on the next read.
+    if (batch.length > 0) {
+      const ready = batch
+      batch = []
+      yield ready
+    }
     if (err instanceof SseEventTooLargeError) throw malformedUpstream(call, err.message, err)
     throw fromNetworkError(err, call)
   } finally {
     if (!finished) body.destroy()
   }
-  if (end.onEnd) for (const chunk of end.onEnd(marked)) yield chunk
+  if (end.onEnd) for (const chunk of end.onEnd(marked)) batch.push(chunk)
+  if (batch.length > 0) yield batch
 }

@@ -47,7 +47,7 @@ describe('startChat, streamed', () => {
     expect(deps.renewals.size()).toBe(0)
     expect((await deps.store.ledger.credits('dev', deps.now())).reserved).toBe(0n)
     // Reading afterwards yields nothing and settles nothing twice.
-    if (started.stream) for await (const _ of started.chunks) throw new Error('no chunk expected')
+    if (started.stream) for await (const _ of started.batches) throw new Error('no chunk expected')
     expect((await deps.store.ledger.credits('dev', deps.now())).totalUsage).toBe(record.cost)
   })
 })

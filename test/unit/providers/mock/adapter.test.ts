@@ -29,9 +29,9 @@ function makeCall(latencyMs: number, signal: AbortSignal = new AbortController()
 /** Resolves on the next check phase: after a 0 ms wait of the adapter, before any real timer. */
 const nextImmediate = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
-async function collect(iterable: AsyncIterable<ChatChunk>): Promise<ChatChunk[]> {
-  const out: ChatChunk[] = []
-  for await (const chunk of iterable) out.push(chunk)
+async function collect(iterable: AsyncIterable<ChatChunk[]>): Promise<ChatChunk[][]> {
+  const out: ChatChunk[][] = []
+  for await (const batch of iterable) out.push(batch)
   return out
 }
 
@@ -43,9 +43,9 @@ describe('createMockAdapter', () => {
     expect(res).toEqual(mockChatCompletion(hello, 'mock-chat', now))
   })
 
-  it('chatStream yields the mock chunks in order', async () => {
-    const chunks = await collect(adapter.chatStream(hello, makeCall(1)))
-    expect(chunks).toEqual(mockChatChunks(hello, 'mock-chat', now))
+  it('chatStream yields the mock chunks in order, one per batch', async () => {
+    const batches = await collect(adapter.chatStream(hello, makeCall(1)))
+    expect(batches).toEqual(mockChatChunks(hello, 'mock-chat', now).map((chunk) => [chunk]))
   })
 
   it('embed returns the mock embeddings', async () => {
@@ -113,7 +113,7 @@ describe('createMockAdapter', () => {
     const received: ChatChunk[] = []
     for (let i = 0; i < 2; i++) {
       const next = await iterator.next()
-      if (!next.done) received.push(next.value)
+      if (!next.done) received.push(...next.value)
     }
     const reason = new Error('client went away')
     const pending = iterator.next()
@@ -130,8 +130,8 @@ describe('createMockAdapter', () => {
     const stream = adapter.chatStream(hello, makeCall(0, controller.signal))
     await expect(
       (async () => {
-        for await (const chunk of stream) {
-          received.push(chunk)
+        for await (const batch of stream) {
+          received.push(...batch)
           if (received.length === 3) controller.abort()
         }
       })(),

@@ -1,0 +1,138 @@
+import { Readable } from 'node:stream'
+import { describe, expect, it } from 'vitest'
+import { GatewayError } from '../../../src/errors.ts'
+import { createLogger } from '../../../src/logger.ts'
+import type { UpstreamResponse } from '../../../src/providers/http.ts'
+import { deltaChunk, newChunkMeta } from '../../../src/providers/shared/stream.ts'
+import { translateSse, type StreamStep } from '../../../src/providers/shared/upstream.ts'
+import type { ChatChunk, UpstreamCall } from '../../../src/providers/types.ts'
+
+// The loop every protocol's stream runs through: which chunks come out together, and what happens
+// around the end marker and a failure. The body is given as the pieces an upstream read would return.
+
+const call: UpstreamCall = {
+  upstream: {
+    name: 'up',
+    kind: 'openai-compat',
+    baseUrl: 'http://127.0.0.1',
+    headers: {},
+    timeouts: { connectMs: 5_000, firstByteMs: 5_000, idleMs: 5_000, totalMs: 5_000 },
+    outputLimitField: 'max_tokens',
+    retry: { attemptsPerDeployment: 1, backoffMs: 0, maxBackoffMs: 0 },
+    maxResponseBytes: 1024,
+    latencyMs: 0,
+  },
+  upstreamModel: 'm',
+  signal: new AbortController().signal,
+  log: createLogger('silent'),
+}
+
+const meta = newChunkMeta('m', 0)
+const chunk = (text: string): ChatChunk => deltaChunk('id', meta, { content: text })
+const event = (text: string): string => `data: ${JSON.stringify({ text })}\n\n`
+/** One step per event: its text as one chunk; "end" ends the stream with the protocol's own marker. */
+const onEvent = (json: unknown): StreamStep => {
+  const { text } = json as { text: string }
+  return text === 'end' ? { chunks: [chunk('last')], last: true } : { chunks: [chunk(text)] }
+}
+
+function responseOf(pieces: string[]): { open: () => Promise<UpstreamResponse>; body: Readable } {
+  const body = Readable.from(pieces.map((p) => Buffer.from(p)))
+  return { open: () => Promise.resolve({ status: 200, headers: {}, body }), body }
+}
+
+/** Each batch as the texts of its chunks. */
+async function batchesOf(stream: AsyncIterable<ChatChunk[]>): Promise<string[][]> {
+  const out: string[][] = []
+  for await (const batch of stream) out.push(batch.map((c) => c.choices[0]?.delta.content ?? ''))
+  return out
+}
+
+describe('translateSse', () => {
+  it('yields the chunks of one piece of the body together, and pieces that complete no event nothing', async () => {
+    const { open } = responseOf([
+      event('a') + event('b') + event('c'),
+      'data: {"te',
+      'xt":"d"}\n\n' + event('e'),
+      event('f'),
+    ])
+    expect(await batchesOf(translateSse(call, open, onEvent))).toEqual([['a', 'b', 'c'], ['d', 'e'], ['f']])
+  })
+
+  it("stops at the marker and adds onEnd's chunks to the last batch, told the stream was marked", async () => {
+    const ends: boolean[] = []
+    const { open, body } = responseOf([event('a') + 'data: [DONE]\n\n' + event('never')])
+    const stream = translateSse(call, open, onEvent, {
+      marker: '[DONE]',
+      onEnd: (marked) => {
+        ends.push(marked)
+        return [chunk('tail')]
+      },
+    })
+    expect(await batchesOf(stream)).toEqual([['a', 'tail']])
+    expect(ends).toEqual([true])
+    expect(body.destroyed).toBe(true)
+  })
+
+  it('a step marked last ends the stream after its own chunks', async () => {
+    const { open } = responseOf([event('a') + event('end') + event('never')])
+    const ends: boolean[] = []
+    const stream = translateSse(call, open, onEvent, {
+      onEnd: (marked) => {
+        ends.push(marked)
+        return []
+      },
+    })
+    expect(await batchesOf(stream)).toEqual([['a', 'last']])
+    expect(ends).toEqual([true])
+  })
+
+  it('tells onEnd when the body ran out without a marker', async () => {
+    const { open } = responseOf([event('a')])
+    const ends: boolean[] = []
+    const stream = translateSse(call, open, onEvent, {
+      marker: '[DONE]',
+      onEnd: (marked) => {
+        ends.push(marked)
+        return []
+      },
+    })
+    expect(await batchesOf(stream)).toEqual([['a']])
+    expect(ends).toEqual([false])
+  })
+
+  it('sends the chunks before a malformed event in the same piece, then fails with a 502', async () => {
+    const { open, body } = responseOf([event('a') + event('b') + 'data: {not json\n\n' + event('c')])
+    const it = translateSse(call, open, onEvent)
+    const first = await it.next()
+    expect(first.done ? [] : first.value.map((c) => c.choices[0]?.delta.content)).toEqual(['a', 'b'])
+    const failure = await it.next().catch((err: unknown) => err)
+    expect(failure).toBeInstanceOf(GatewayError)
+    expect((failure as GatewayError).status).toBe(502)
+    expect(body.destroyed).toBe(true)
+  })
+
+  it("passes onEvent's own error on after the chunks before it", async () => {
+    const refusal = new GatewayError('upstream_error', 'failed mid-stream')
+    const { open } = responseOf([event('a') + event('boom')])
+    const failing = (json: unknown): StreamStep => {
+      if ((json as { text: string }).text === 'boom') throw refusal
+      return onEvent(json)
+    }
+    const seen: string[][] = []
+    const run = async () => {
+      for await (const batch of translateSse(call, open, failing))
+        seen.push(batch.map((c) => c.choices[0]?.delta.content ?? ''))
+    }
+    await expect(run()).rejects.toBe(refusal)
+    expect(seen).toEqual([['a']])
+  })
+
+  it('leaving early releases the body', async () => {
+    const { open, body } = responseOf([event('a'), event('b')])
+    const it = translateSse(call, open, onEvent)
+    await it.next()
+    await it.return(undefined)
+    expect(body.destroyed).toBe(true)
+  })
+})
