@@ -131,11 +131,7 @@ export async function* translateSse(
     finished = true
   } catch (err) {
     // What was translated before the failure goes first; the error follows on the next read.
-    if (batch.length > 0) {
-      const ready = batch
-      batch = []
-      yield ready
-    }
+    if (batch.length > 0) yield batch
     if (err instanceof SseEventTooLargeError) throw malformedUpstream(call, err.message, err)
     throw fromNetworkError(err, call)
   } finally {
