@@ -251,10 +251,21 @@ function recordForLog(r: GenerationRecord) {
   return { ...r, upstreamCost: String(r.upstreamCost), discount: String(r.discount), cost: String(r.cost) }
 }
 
-const int = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0)
+const int = (v: unknown): number => (Number.isFinite(v) && (v as number) > 0 ? Math.floor(v as number) : 0)
 
-/** An upstream usage as the record keeps it: every field present, non-negative integers. */
-export function normalizeUsage(u: Usage): GenerationUsage {
+/**
+ * An upstream usage as the record keeps it: every field present, non-negative integers, and the total
+ * the sum of prompt and completion (an upstream's own total is not trusted).
+ */
+export function normalizeUsage(
+  u: Pick<
+    Usage,
+    'prompt_tokens' | 'completion_tokens' | 'prompt_tokens_details' | 'completion_tokens_details'
+  > & {
+    /** Ignored: the total is recomputed. */
+    total_tokens?: number
+  },
+): GenerationUsage {
   const pd = u.prompt_tokens_details ?? {}
   const cd = u.completion_tokens_details ?? {}
   const prompt = int(u.prompt_tokens)

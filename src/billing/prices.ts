@@ -76,7 +76,7 @@ export type PricedUsage = Pick<
 >
 
 const n = (v: unknown): bigint =>
-  typeof v === 'number' && Number.isFinite(v) && v > 0 ? BigInt(Math.floor(v)) : 0n
+  Number.isFinite(v) && (v as number) > 0 ? BigInt(Math.floor(v as number)) : 0n
 
 /**
  * The upstream cost of a chat usage. OpenAI semantics: prompt_tokens includes cached, cache-write and
@@ -137,7 +137,7 @@ export function priceUsage(u: BillableUsage, p: CompiledPrice): Money {
       return n(u.count) * byKey(p.imageByTier, u.tier)
     case 'video': {
       // Per-second prices are per whole second started.
-      const seconds = typeof u.seconds === 'number' && u.seconds > 0 ? BigInt(Math.ceil(u.seconds)) : 0n
+      const seconds = Number.isFinite(u.seconds) && u.seconds > 0 ? BigInt(Math.ceil(u.seconds)) : 0n
       return seconds * byKey(p.videoPerSecond, u.resolution)
     }
     case 'speech':

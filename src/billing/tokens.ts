@@ -299,7 +299,6 @@ export function createTokenTally(count: TokenCounter = countTokens): TokenTally 
 
   return {
     add(text) {
-      if (text === '') return
       pending.push(text)
       pendingLength += text.length
       if (pendingLength >= TALLY_BATCH) hand(false)

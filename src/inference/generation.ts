@@ -131,7 +131,6 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       usage = normalizeUsage({
         prompt_tokens: counted.promptTokens,
         completion_tokens: counted.completionTokens,
-        total_tokens: counted.promptTokens + counted.completionTokens,
       })
     }
     const billable: BillableUsage =

@@ -1,7 +1,14 @@
 import { pino } from 'pino'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
-import { admit, buildRecord, costBound, createMeteringStats, settle } from '../../../src/billing/metering.ts'
+import {
+  admit,
+  buildRecord,
+  costBound,
+  createMeteringStats,
+  release,
+  settle,
+} from '../../../src/billing/metering.ts'
 import { compilePrice } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
 import { beginGeneration, type GenerationDeps } from '../../../src/inference/generation.ts'
@@ -163,6 +170,101 @@ describe('settle', () => {
     expect(deps.stats.settleFailures).toBe(1)
     expect(lines.join('')).toMatch(/UNSETTLED GENERATION/)
     expect(lines.join('')).toContain('"cost":"500000000000"')
+  })
+})
+
+describe('settle, retries and corrections', () => {
+  const logged = (deps: GenerationDeps) => {
+    const lines: Record<string, unknown>[] = []
+    deps.log = pino({ level: 'warn' }, { write: (s: string) => void lines.push(JSON.parse(s)) })
+    return lines
+  }
+
+  it('tries a failing store 4 times, 50, 200 then 800 ms apart, warning with each retry', async () => {
+    const { store, deps } = await setup()
+    const lines = logged(deps)
+    let calls = 0
+    store.ledger.settle = async () => {
+      calls++
+      throw new Error('database is down')
+    }
+    vi.useFakeTimers()
+    let result: boolean | undefined
+    void settle(deps, {
+      reservation: { id: 'g1', accountId: account.id },
+      record: generationFixture('g1', account.id),
+      tokenEstimate: 0,
+      now: 1_000,
+    }).then((r) => (result = r))
+    const seen: number[] = []
+    for (const wait of [0, 49, 1, 199, 1, 799, 1]) {
+      await vi.advanceTimersByTimeAsync(wait)
+      seen.push(calls)
+    }
+    expect(seen).toEqual([1, 1, 2, 2, 3, 3, 4])
+    expect(result).toBe(false)
+    await vi.advanceTimersByTimeAsync(60_000)
+    expect(calls).toBe(4)
+    const retries = lines.filter((l) => l['msg'] === 'settlement failed; retrying')
+    expect(retries.map((l) => [l['generationId'], l['attempt']])).toEqual([
+      ['g1', 1],
+      ['g1', 2],
+      ['g1', 3],
+    ])
+    expect(retries.every((l) => (l['err'] as { message: string }).message === 'database is down')).toBe(true)
+  })
+
+  it('corrects the tokens-per-minute count by what was used beyond the estimate, and writes nothing when they match', async () => {
+    const { store, deps } = await setup()
+    const adjust = vi.spyOn(store.rateLimits, 'adjust')
+    const base = { reservation: { id: 'g1', accountId: account.id }, now: 1_000 }
+    const record = generationFixture('g1', account.id)
+    const used = record.usage.total_tokens
+    await settle(deps, { ...base, record, tokenEstimate: used })
+    expect(adjust).not.toHaveBeenCalled()
+    await settle(deps, {
+      ...base,
+      reservation: { id: 'g2', accountId: account.id },
+      record: generationFixture('g2', account.id),
+      tokenEstimate: used + 30,
+    })
+    expect(adjust.mock.calls).toEqual([[`tpm:${account.id}`, -30, 60_000, 1_000]])
+  })
+})
+
+describe('release', () => {
+  const limited = { ...account, rateLimits: { tokensPerMinute: 100 } }
+  const base = { account: limited, slug: model.slug, costBound: 1n, ttlMs: 60_000, now: 1_000 }
+
+  it('frees the hold and gives the token estimate back to the per-minute limit', async () => {
+    const { store, deps } = await setup()
+    const a = await admit(deps, { ...base, generationId: 'g1', tokenEstimate: 60 })
+    expect((await store.ledger.credits(account.id, 1_000)).reserved).toBe(1n)
+    await release(deps, a.reservation, 60, 1_000)
+    expect((await store.ledger.credits(account.id, 1_000)).reserved).toBe(0n)
+    // 60 taken back: the whole 100 fits again, and not one token more.
+    await admit(deps, { ...base, generationId: 'g2', tokenEstimate: 100 })
+    const over = await admit(deps, { ...base, generationId: 'g3', tokenEstimate: 1 }).catch((e: unknown) => e)
+    expect(over).toMatchObject({ status: 429 })
+  })
+
+  it('a store that fails to release or to correct the count is logged, never thrown', async () => {
+    const { store, deps } = await setup()
+    const lines: Record<string, unknown>[] = []
+    deps.log = pino({ level: 'warn' }, { write: (s: string) => void lines.push(JSON.parse(s)) })
+    store.ledger.release = async () => {
+      throw new Error('ledger down')
+    }
+    store.rateLimits.adjust = async () => {
+      throw new Error('limits down')
+    }
+    await expect(release(deps, { id: 'g9', accountId: account.id }, 5, 1_000)).resolves.toBeUndefined()
+    expect(lines.map((l) => [l['msg'], (l['err'] as { message: string }).message])).toEqual([
+      ['could not release a reservation', 'ledger down'],
+      ['could not correct the tokens-per-minute count', 'limits down'],
+    ])
+    expect(lines[0]).toMatchObject({ reservation: 'g9' })
+    expect(lines[1]).toMatchObject({ accountId: account.id })
   })
 })
 

@@ -114,6 +114,9 @@ describe('priceUsage: one pure function over every kind of billable usage', () =
   it('negative or non-finite counts cost nothing', () => {
     expect(priceUsage({ kind: 'images', count: -3, tier: '1K' }, p)).toBe(0n)
     expect(priceUsage({ kind: 'video', seconds: Number.NaN, resolution: '720P' }, p)).toBe(0n)
+    // BigInt(Math.ceil(Infinity)) would throw: an upstream's absurd duration must not fail the settlement.
+    expect(priceUsage({ kind: 'video', seconds: Infinity, resolution: '720P' }, p)).toBe(0n)
+    expect(priceUsage({ kind: 'video', seconds: -2, resolution: '720P' }, p)).toBe(0n)
     expect(priceUsage({ kind: 'speech', characters: Infinity }, p)).toBe(0n)
   })
 })
