@@ -17,6 +17,7 @@ import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
 import type { Account, GenerationRecord } from '../store/types.ts'
 import type { Metrics } from '../metrics.ts'
+import { carriesAnswer } from '../providers/shared/stream.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
 import { beginGeneration, type Generation, type GenerationDeps, type Outcome } from './generation.ts'
 
@@ -202,17 +203,6 @@ export function attemptContext(
 /** Chunks that come before the first one with output are held, at most this many. */
 const MAX_HELD_CHUNKS = 64
 
-/** True for a chunk the client must not see twice: output, a finish, or usage. */
-function commits(chunk: ChatChunk): boolean {
-  if (chunk.usage) return true
-  for (const c of chunk.choices) {
-    const d = c.delta
-    if (c.finish_reason || d.content || d.refusal || d.reasoning || (d.tool_calls?.length ?? 0) > 0)
-      return true
-  }
-  return false
-}
-
 /**
  * Reads an upstream stream up to its first batch with output (or its end), holding the chunks before
  * it (the role chunk): a failure until then rejects, and the attempt can be retried unseen. The held
@@ -227,7 +217,7 @@ async function openStream(
       const next = await it.next()
       if (next.done) break
       for (const chunk of next.value) held.push(chunk)
-      if (next.value.some(commits) || held.length >= MAX_HELD_CHUNKS) break
+      if (next.value.some(carriesAnswer) || held.length >= MAX_HELD_CHUNKS) break
     }
   } catch (err) {
     await it.return?.().catch(() => undefined)

@@ -18,6 +18,20 @@ export function newChunkMeta(model: string, now: number): ChunkMeta {
 
 export type ChunkDelta = ChatChunk['choices'][number]['delta']
 
+/**
+ * True for a chunk that carries something of the answer: output, a finish, or usage. Before the first
+ * such chunk nothing is lost by retrying elsewhere; after it, the client must not see it twice.
+ */
+export function carriesAnswer(chunk: ChatChunk): boolean {
+  if (chunk.usage) return true
+  for (const c of chunk.choices) {
+    const d = c.delta
+    if (c.finish_reason || d.content || d.refusal || d.reasoning || (d.tool_calls?.length ?? 0) > 0)
+      return true
+  }
+  return false
+}
+
 /** A chunk with one choice: `delta`, and on the last one the finish reason. */
 export function deltaChunk(
   id: string,

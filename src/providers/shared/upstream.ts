@@ -9,6 +9,7 @@ import {
   type UpstreamResponse,
 } from '../http.ts'
 import type { ChatChunk, UpstreamCall } from '../types.ts'
+import { carriesAnswer } from './stream.ts'
 
 // The I/O every protocol's adapter.ts does the same way: a post whose error status becomes the
 // protocol's GatewayError, and the loop over a stream of JSON events. The protocol passes in what
@@ -83,8 +84,9 @@ export interface SseEnd {
  * A protocol's chat stream: `open` makes the upstream call (on the first read, so a request that cannot
  * be translated throws before anything is sent upstream) and returns the SSE body, whose events'
  * data are parsed as JSON (a 502 when it is not) and given to `onEvent`. The chunks are yielded in
- * batches: all those of one piece of the body together (one turn of promises per upstream read, not
- * per chunk: a stream has hundreds of chunks, and a fast upstream sends many per read). Errors
+ * batches: up to the first chunk that carries some of the answer, each event's on its own; after it,
+ * all those of one piece of the body together (one turn of promises per upstream read, not per chunk:
+ * a stream has hundreds of chunks, and a fast upstream sends many per read). Errors
  * `onEvent` and `onEnd` throw pass as they are, after the chunks before them; network failures become
  * GatewayErrors. Leaving before the end (client gone, an error) releases the upstream connection at
  * once.
@@ -101,6 +103,7 @@ export async function* translateSse(
   const { body } = await open()
   let marked = false
   let finished = false
+  let answering = false
   let batch: ChatChunk[] = []
   try {
     read: for await (const events of readSse(body)) {
@@ -120,6 +123,14 @@ export async function* translateSse(
         if (step.last) {
           marked = true
           break read
+        }
+        // Up to the answer's first output each event's chunks leave at once, so the first token
+        // reaches the client without waiting for the rest of the read (often the whole answer).
+        if (!answering && batch.length > 0) {
+          answering = batch.some(carriesAnswer)
+          const ready = batch
+          batch = []
+          yield ready
         }
       }
       if (batch.length > 0) {

@@ -30,9 +30,14 @@ const call: UpstreamCall = {
 const meta = newChunkMeta('m', 0)
 const chunk = (text: string): ChatChunk => deltaChunk('id', meta, { content: text })
 const event = (text: string): string => `data: ${JSON.stringify({ text })}\n\n`
-/** One step per event: its text as one chunk; "end" ends the stream with the protocol's own marker. */
+const ROLE = 'data: {"role":true}\n\n'
+/**
+ * One step per event: its text as one chunk, or the role chunk (no output yet); "end" ends the stream
+ * with the protocol's own marker.
+ */
 const onEvent = (json: unknown): StreamStep => {
-  const { text } = json as { text: string }
+  const { text, role } = json as { text: string; role?: boolean }
+  if (role) return { chunks: [deltaChunk('id', meta, { role: 'assistant' })] }
   return text === 'end' ? { chunks: [chunk('last')], last: true } : { chunks: [chunk(text)] }
 }
 
@@ -44,24 +49,31 @@ function responseOf(pieces: string[]): { open: () => Promise<UpstreamResponse>; 
 /** Each batch as the texts of its chunks. */
 async function batchesOf(stream: AsyncIterable<ChatChunk[]>): Promise<string[][]> {
   const out: string[][] = []
-  for await (const batch of stream) out.push(batch.map((c) => c.choices[0]?.delta.content ?? ''))
+  for await (const batch of stream) out.push(batch.map((c) => c.choices[0]?.delta.content ?? 'role'))
   return out
 }
 
 describe('translateSse', () => {
-  it('yields the chunks of one piece of the body together, and pieces that complete no event nothing', async () => {
+  it('yields each chunk alone up to the first output, then those of one piece of the body together', async () => {
     const { open } = responseOf([
-      event('a') + event('b') + event('c'),
+      ROLE + ROLE + event('a') + event('b') + event('c'),
       'data: {"te',
       'xt":"d"}\n\n' + event('e'),
       event('f'),
     ])
-    expect(await batchesOf(translateSse(call, open, onEvent))).toEqual([['a', 'b', 'c'], ['d', 'e'], ['f']])
+    expect(await batchesOf(translateSse(call, open, onEvent))).toEqual([
+      ['role'],
+      ['role'],
+      ['a'],
+      ['b', 'c'],
+      ['d', 'e'],
+      ['f'],
+    ])
   })
 
   it("stops at the marker and adds onEnd's chunks to the last batch, told the stream was marked", async () => {
     const ends: boolean[] = []
-    const { open, body } = responseOf([event('a') + 'data: [DONE]\n\n' + event('never')])
+    const { open, body } = responseOf([event('a') + event('b') + 'data: [DONE]\n\n' + event('never')])
     const stream = translateSse(call, open, onEvent, {
       marker: '[DONE]',
       onEnd: (marked) => {
@@ -69,13 +81,13 @@ describe('translateSse', () => {
         return [chunk('tail')]
       },
     })
-    expect(await batchesOf(stream)).toEqual([['a', 'tail']])
+    expect(await batchesOf(stream)).toEqual([['a'], ['b', 'tail']])
     expect(ends).toEqual([true])
     expect(body.destroyed).toBe(true)
   })
 
   it('a step marked last ends the stream after its own chunks', async () => {
-    const { open } = responseOf([event('a') + event('end') + event('never')])
+    const { open } = responseOf([event('a') + event('b') + event('end') + event('never')])
     const ends: boolean[] = []
     const stream = translateSse(call, open, onEvent, {
       onEnd: (marked) => {
@@ -83,7 +95,7 @@ describe('translateSse', () => {
         return []
       },
     })
-    expect(await batchesOf(stream)).toEqual([['a', 'last']])
+    expect(await batchesOf(stream)).toEqual([['a'], ['b', 'last']])
     expect(ends).toEqual([true])
   })
 
@@ -102,10 +114,14 @@ describe('translateSse', () => {
   })
 
   it('sends the chunks before a malformed event in the same piece, then fails with a 502', async () => {
-    const { open, body } = responseOf([event('a') + event('b') + 'data: {not json\n\n' + event('c')])
+    const { open, body } = responseOf([
+      event('a') + event('b') + event('c') + 'data: {not json\n\n' + event('d'),
+    ])
     const it = translateSse(call, open, onEvent)
-    const first = await it.next()
-    expect(first.done ? [] : first.value.map((c) => c.choices[0]?.delta.content)).toEqual(['a', 'b'])
+    const contents = (r: IteratorResult<ChatChunk[]>) =>
+      r.done ? [] : r.value.map((c) => c.choices[0]?.delta.content)
+    expect(contents(await it.next())).toEqual(['a'])
+    expect(contents(await it.next())).toEqual(['b', 'c'])
     const failure = await it.next().catch((err: unknown) => err)
     expect(failure).toBeInstanceOf(GatewayError)
     expect((failure as GatewayError).status).toBe(502)
@@ -114,7 +130,7 @@ describe('translateSse', () => {
 
   it("passes onEvent's own error on after the chunks before it", async () => {
     const refusal = new GatewayError('upstream_error', 'failed mid-stream')
-    const { open } = responseOf([event('a') + event('boom')])
+    const { open } = responseOf([event('a') + event('b') + event('boom')])
     const failing = (json: unknown): StreamStep => {
       if ((json as { text: string }).text === 'boom') throw refusal
       return onEvent(json)
@@ -125,7 +141,7 @@ describe('translateSse', () => {
         seen.push(batch.map((c) => c.choices[0]?.delta.content ?? ''))
     }
     await expect(run()).rejects.toBe(refusal)
-    expect(seen).toEqual([['a']])
+    expect(seen).toEqual([['a'], ['b']])
   })
 
   it('leaving early releases the body', async () => {
