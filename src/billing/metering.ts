@@ -64,7 +64,11 @@ export interface AdmitRequest {
 export interface Admission {
   reservation: Reservation
   discountPpm: number
-  tokenEstimate: number
+  /**
+   * The tokens the tokens-per-minute limit counted for this request, corrected when it ends; null when
+   * the account has no such limit (nothing was counted, so there is nothing to correct).
+   */
+  tokenEstimate: number | null
   /** X-RateLimit-* headers for the answer. */
   headers: Record<string, string>
 }
@@ -110,7 +114,7 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
     r.ttlMs,
   )
   if (!reservation) throw new GatewayError('insufficient_credits', 'the account has no credits left')
-  return { reservation, discountPpm, tokenEstimate: r.tokenEstimate, headers }
+  return { reservation, discountPpm, tokenEstimate: tpmLimit === undefined ? null : r.tokenEstimate, headers }
 }
 
 /**
@@ -187,8 +191,8 @@ export function buildRecord(i: RecordInput): GenerationRecord {
 export interface Settlement {
   reservation: ReservationRef
   record: GenerationRecord
-  /** The token estimate admission counted, corrected to the actual total here. */
-  tokenEstimate: number
+  /** The token estimate admission counted, corrected to the actual total here; null: none was counted. */
+  tokenEstimate: number | null
   now: number
 }
 
@@ -218,15 +222,19 @@ export async function settle(deps: MeteringDeps, s: Settlement): Promise<boolean
       await new Promise((resolve) => setTimeout(resolve, 50 * 4 ** (attempt - 1)))
     }
   }
-  await adjustTokens(deps, s.record.accountId, s.record.usage.total_tokens - s.tokenEstimate, s.now)
+  if (s.tokenEstimate !== null)
+    await adjustTokens(deps, s.record.accountId, s.record.usage.total_tokens - s.tokenEstimate, s.now)
   return true
 }
 
-/** Nothing was produced: frees the reservation and takes the token estimate back. Never throws. */
+/**
+ * Nothing was produced: frees the reservation and takes the token estimate back (null: none was
+ * counted). Never throws.
+ */
 export async function release(
   deps: MeteringDeps,
   reservation: ReservationRef,
-  tokenEstimate: number,
+  tokenEstimate: number | null,
   now: number,
 ): Promise<void> {
   try {
@@ -235,7 +243,7 @@ export async function release(
     // The reservation then expires by its TTL.
     deps.log.warn({ err, reservation: reservation.id }, 'could not release a reservation')
   }
-  await adjustTokens(deps, reservation.accountId, -tokenEstimate, now)
+  if (tokenEstimate !== null) await adjustTokens(deps, reservation.accountId, -tokenEstimate, now)
 }
 
 async function adjustTokens(deps: MeteringDeps, accountId: string, delta: number, now: number) {

@@ -232,6 +232,31 @@ describe('settle, retries and corrections', () => {
   })
 })
 
+describe('the tokens-per-minute correction', () => {
+  it('is counted only under a tokens-per-minute limit: without one, admission counts nothing and the end corrects nothing', async () => {
+    const { store, deps } = await setup()
+    const adjust = vi.spyOn(store.rateLimits, 'adjust')
+    const base = { slug: model.slug, costBound: 1n, ttlMs: 60_000, now: 1_000, tokenEstimate: 40 }
+    const free = await admit(deps, { ...base, account, generationId: 'g1' })
+    expect(free.tokenEstimate).toBeNull()
+    const limited = { ...account, rateLimits: { tokensPerMinute: 1_000 } }
+    const counted = await admit(deps, { ...base, account: limited, generationId: 'g2' })
+    expect(counted.tokenEstimate).toBe(40)
+
+    const record = generationFixture('g1', account.id)
+    await settle(deps, {
+      reservation: free.reservation,
+      record,
+      tokenEstimate: free.tokenEstimate,
+      now: 1_000,
+    })
+    await release(deps, { id: 'g3', accountId: account.id }, null, 1_000)
+    expect(adjust).not.toHaveBeenCalled()
+    await release(deps, counted.reservation, counted.tokenEstimate, 1_000)
+    expect(adjust.mock.calls).toEqual([[`tpm:${account.id}`, -40, 60_000, 1_000]])
+  })
+})
+
 describe('release', () => {
   const limited = { ...account, rateLimits: { tokensPerMinute: 100 } }
   const base = { account: limited, slug: model.slug, costBound: 1n, ttlMs: 60_000, now: 1_000 }
