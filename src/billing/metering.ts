@@ -243,7 +243,7 @@ export async function release(
     // The reservation then expires by its TTL.
     deps.log.warn({ err, reservation: reservation.id }, 'could not release a reservation')
   }
-  if (tokenEstimate !== null) await adjustTokens(deps, reservation.accountId, -tokenEstimate, now)
+  await adjustTokens(deps, reservation.accountId, -(tokenEstimate ?? 0), now)
 }
 
 async function adjustTokens(deps: MeteringDeps, accountId: string, delta: number, now: number) {
