@@ -246,22 +246,23 @@ interface RelayContext {
 }
 
 /**
- * The upstream's chunks as the client gets them, batch by batch: ids become the generation id and `model` the slug;
- * usage (always requested upstream, for billing) is passed on only when the client asked for it.
+ * The upstream's chunks as the client gets them, batch by batch: ids become the generation id and
+ * `model` the slug; usage (always requested upstream, for billing) is passed on only when the client
+ * asked for it.
  * Only what an estimate needs is kept (a bounded running token tally, never the whole text). However
  * the iteration ends (done, failed, client gone), `finally` settles exactly once.
  */
 export function relayStream(
   first: IteratorResult<ChatChunk[]>,
-  chunks: AsyncIterator<ChatChunk[]>,
+  batches: AsyncIterator<ChatChunk[]>,
   ctx: RelayContext,
 ): AsyncIterableIterator<ChatChunk[]> {
-  const relay = relayChunks(first, chunks, ctx)
+  const relay = relayChunks(first, batches, ctx)
   // A client that leaves before the relay is first read (while the answer's headers are being sent)
   // would leave a generator that never ran, so no `finally`: the generation is settled here instead,
   // as a cancelled one that produced its first chunk.
   const onGone = (): void => {
-    void chunks.return?.().catch(() => undefined)
+    void batches.return?.().catch(() => undefined)
     void ctx.generation.finish({
       deployment: ctx.candidate.deployment,
       produced: true,
@@ -290,7 +291,7 @@ export function relayStream(
       if (ctx.signal.aborted) {
         // onGone has settled it already; the relay never runs.
         state = 'over'
-        return (chunks.return?.() ?? Promise.resolve()).then(
+        return (batches.return?.() ?? Promise.resolve()).then(
           () => over,
           () => over,
         )
