@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createLogger } from '../../../../src/logger.ts'
 import { createMockAdapter } from '../../../../src/providers/mock/adapter.ts'
 import { mockChatChunks, mockChatCompletion, mockEmbeddings } from '../../../../src/providers/mock/reply.ts'
@@ -35,6 +35,10 @@ async function collect(iterable: AsyncIterable<ChatChunk[]>): Promise<ChatChunk[
   return out
 }
 
+afterEach(() => {
+  vi.useRealTimers()
+})
+
 describe('createMockAdapter', () => {
   const adapter = createMockAdapter({ now: () => now })
 
@@ -67,23 +71,28 @@ describe('createMockAdapter', () => {
     await Promise.all([immediate, nextImmediate().then(() => order.push('immediate'))])
     expect(order).toEqual(['chat', 'immediate'])
 
-    // 5 ms: answered after a 1 ms timer started later (timers fire in expiry order).
+    // 5 ms: not before (on a test clock, so a busy machine cannot reorder timers).
     order.length = 0
+    vi.useFakeTimers()
     const delayed = adapter.chat(hello, makeCall(5)).then(() => order.push('chat'))
-    const timer = new Promise((resolve) => setTimeout(resolve, 1)).then(() => order.push('timer 1ms'))
-    await Promise.all([delayed, timer])
-    expect(order).toEqual(['timer 1ms', 'chat'])
+    await vi.advanceTimersByTimeAsync(4)
+    expect(order).toEqual([])
+    await vi.advanceTimersByTimeAsync(1)
+    await delayed
+    expect(order).toEqual(['chat'])
   })
 
   it('waits latencyMs before the first chunk, and embed waits too', async () => {
+    vi.useFakeTimers()
     const order: string[] = []
     const iterator = adapter.chatStream(hello, makeCall(5))[Symbol.asyncIterator]()
     const first = iterator.next().then(() => order.push('chunk'))
     const embedded = adapter.embed?.({ model: 'e', input: 'x' }, makeCall(5)).then(() => order.push('embed'))
-    setTimeout(() => order.push('timer 1ms'), 1)
+    await vi.advanceTimersByTimeAsync(4)
+    expect(order).toEqual([])
+    await vi.advanceTimersByTimeAsync(1)
     await Promise.all([first, embedded])
-    expect(order[0]).toBe('timer 1ms')
-    expect(order).toHaveLength(3)
+    expect(order.sort()).toEqual(['chunk', 'embed'])
     await iterator.return?.()
   })
 
