@@ -38,7 +38,13 @@ export async function createStore(database: DatabaseConfig, { log }: { log: Logg
     return createMemoryStore({ retentionDays })
   }
   log.info(where, `state store: ${where.backend}`)
-  if (backend.kind === 'sqlite') return createSqliteStore(backend.path, { retentionDays })
+  if (backend.kind === 'sqlite') {
+    return createSqliteStore(backend.path, {
+      retentionDays,
+      onCheckpointerError: (err) =>
+        log.error({ err }, 'the SQLite checkpoint thread failed; checkpoints now run inside commits'),
+    })
+  }
   // Loaded only when configured: the SQLite default never loads the PostgreSQL client.
   const { createPostgresStore } = await import('./postgres.ts')
   return createPostgresStore(backend.url, { log, retentionDays, poolSize })

@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
 import { GatewayError } from '../../../src/errors.ts'
+import type { CheckpointReport } from '../../../src/store/sqlite-checkpointer.ts'
 import { createSqliteStore, type SqliteStoreOptions } from '../../../src/store/sqlite.ts'
 import type { Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
@@ -24,6 +25,55 @@ const open = (path: string, options?: SqliteStoreOptions): Store => {
 }
 
 describe('SQLite store', () => {
+  it('checkpoints the WAL from a worker thread: the database file alone then holds the commits', async () => {
+    /** The accounts a copy of the database file alone (no WAL) holds. */
+    const accountsInFile = (path: string): string[] => {
+      const copy = `${path}.copy`
+      copyFileSync(path, copy)
+      const db = new DatabaseSync(copy, { readOnly: true })
+      try {
+        // Before any checkpoint even the tables exist only in the WAL.
+        if (!db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'accounts'").get()) return []
+        return (db.prepare('SELECT id FROM accounts').all() as { id: string }[]).map((r) => r.id)
+      } finally {
+        db.close()
+      }
+    }
+    let created = false
+    let reportDone: (r: CheckpointReport) => void = () => undefined
+    const done = new Promise<CheckpointReport>((resolve) => (reportDone = resolve))
+    const withThread = freshPath()
+    const store = open(withThread, {
+      checkpointIntervalMs: 5,
+      onCheckpoint: (r) => {
+        if (created && r.busy === 0 && r.log > 0 && r.checkpointed === r.log) reportDone(r)
+      },
+    })
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    created = true
+    await done
+    expect(accountsInFile(withThread)).toEqual(['acct'])
+
+    // Without the thread the same commit stays in the WAL: SQLite's own checkpoint waits for 1000 pages.
+    const without = freshPath()
+    const inline = open(without, { checkpointIntervalMs: 0 })
+    await inline.accounts.create(accountFixture('acct'), usd(3))
+    expect(accountsInFile(without)).toEqual([])
+  })
+
+  it('a checkpoint thread that fails is reported, and the store goes on working', async () => {
+    const failure = new Promise<unknown>((resolve) => {
+      const store = open(freshPath(), {
+        checkpointerScript: new URL('../../support/failing-checkpointer.ts', import.meta.url),
+        onCheckpointerError: resolve,
+      })
+      void store.accounts.create(accountFixture('acct'), usd(3)).then(async () => {
+        expect((await store.accounts.get('acct'))?.id).toBe('acct')
+      })
+    })
+    expect(await failure).toMatchObject({ message: 'the checkpointer broke' })
+  })
+
   it('API-key lookups: a change through this store shows at once, through another connection once data_version is read', async () => {
     const path = freshPath()
     // Never re-read data_version within the test: only this store's own changes clear its cache.
