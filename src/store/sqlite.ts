@@ -794,9 +794,10 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       })
     },
     async close() {
+      // The thread first: once it is gone nothing can interleave between the last flush and the close.
+      await checkpointer?.stop()
       if (!db.isOpen) return
       flush()
-      await checkpointer?.stop()
       cache.clear()
       db.close()
     },
