@@ -4,7 +4,7 @@ import { createMeteringStats } from '../../../src/billing/metering.ts'
 import { usd } from '../../../src/billing/money.ts'
 import { compilePrice, type PriceTable } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
-import { beginGeneration, type GenerationDeps } from '../../../src/inference/generation.ts'
+import { beginGeneration, type GenerationDeps, type Outcome } from '../../../src/inference/generation.ts'
 import { createRenewals } from '../../../src/inference/renewals.ts'
 import { createMetrics } from '../../../src/metrics.ts'
 import type { Deployment, ServedModel } from '../../../src/routing/model-table.ts'
@@ -74,6 +74,16 @@ describe('beginGeneration', () => {
       tokenEstimate: 10,
       ...over,
     })
+  /** An answer with the upstream's usage: what most tests finish with. */
+  const answered = (over: Partial<Outcome> = {}): Outcome => ({
+    deployment: d,
+    usage,
+    produced: true,
+    cancelled: false,
+    finishReason: 'stop',
+    estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
+    ...over,
+  })
 
   it('releases the hold and records nothing when no upstream produced anything', async () => {
     const acct = plain('none')
@@ -132,14 +142,7 @@ describe('beginGeneration', () => {
     gen.firstByte(1_900)
     advance(500)
     gen.firstByte()
-    const r = await gen.finish({
-      deployment: d,
-      usage,
-      produced: true,
-      cancelled: false,
-      finishReason: 'stop',
-      estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
-    })
+    const r = await gen.finish(answered())
     expect(r).toMatchObject({
       latencyMs: 250,
       generationTimeMs: 500,
@@ -225,16 +228,7 @@ describe('beginGeneration', () => {
     const { store, deps } = await setup(acct)
     const gen = await begin(deps, acct)
     vi.spyOn(store.ledger, 'settle').mockRejectedValue(new Error('database gone'))
-    const err = await gen
-      .finishBeforeDelivery({
-        deployment: d,
-        usage,
-        produced: true,
-        cancelled: false,
-        finishReason: 'stop',
-        estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
-      })
-      .catch((e: unknown) => e)
+    const err = await gen.finishBeforeDelivery(answered()).catch((e: unknown) => e)
     expect(err).toMatchObject({
       status: 503,
       code: 'store_unavailable',
@@ -247,14 +241,7 @@ describe('beginGeneration', () => {
     const acct = plain('up')
     const { deps } = await setup(acct)
     const gen = await begin(deps, acct)
-    const r = await gen.finishBeforeDelivery({
-      deployment: d,
-      usage,
-      produced: true,
-      cancelled: false,
-      finishReason: 'stop',
-      estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
-    })
+    const r = await gen.finishBeforeDelivery(answered())
     expect(r?.cost).toBe(120_000_000n)
   })
 
@@ -266,14 +253,7 @@ describe('beginGeneration', () => {
     gen.firstByte()
     gen.firstByte(1_010)
     advance(60)
-    const r = await gen.finish({
-      deployment: d,
-      usage,
-      produced: true,
-      cancelled: false,
-      finishReason: 'length',
-      estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
-    })
+    const r = await gen.finish(answered({ finishReason: 'length' }))
     const zeroDetails = {
       prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0, audio_tokens: 0, video_tokens: 0 },
       completion_tokens_details: { reasoning_tokens: 0, image_tokens: 0, audio_tokens: 0 },
@@ -404,14 +384,7 @@ describe('beginGeneration', () => {
     const { deps } = await setup(acct)
     delete deps.metrics
     const gen = await begin(deps, acct)
-    const r = await gen.finish({
-      deployment: d,
-      usage,
-      produced: true,
-      cancelled: false,
-      finishReason: 'stop',
-      estimate: async () => ({ promptTokens: 0, completionTokens: 0 }),
-    })
+    const r = await gen.finish(answered())
     expect(r?.cost).toBe(120_000_000n)
     const none = await begin(deps, acct, { generationId: 'g2' })
     expect(
