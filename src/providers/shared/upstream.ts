@@ -105,6 +105,11 @@ export async function* translateSse(
   let finished = false
   let answering = false
   let batch: ChatChunk[] = []
+  const take = (): ChatChunk[] => {
+    const ready = batch
+    batch = []
+    return ready
+  }
   try {
     read: for await (const events of readSse(body)) {
       for (const sse of events) {
@@ -128,26 +133,20 @@ export async function* translateSse(
         // reaches the client without waiting for the rest of the read (often the whole answer).
         if (!answering && batch.length > 0) {
           answering = batch.some(carriesAnswer)
-          const ready = batch
-          batch = []
-          yield ready
+          yield take()
         }
       }
-      if (batch.length > 0) {
-        const ready = batch
-        batch = []
-        yield ready
-      }
+      if (batch.length > 0) yield take()
     }
     finished = true
   } catch (err) {
     // What was translated before the failure goes first; the error follows on the next read.
-    if (batch.length > 0) yield batch
+    if (batch.length > 0) yield take()
     if (err instanceof SseEventTooLargeError) throw malformedUpstream(call, err.message, err)
     throw fromNetworkError(err, call)
   } finally {
     if (!finished) body.destroy()
   }
   if (end.onEnd) for (const chunk of end.onEnd(marked)) batch.push(chunk)
-  if (batch.length > 0) yield batch
+  if (batch.length > 0) yield take()
 }
