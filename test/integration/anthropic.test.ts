@@ -259,6 +259,34 @@ describe('Anthropic behind the OpenAI API: blocking', () => {
     expect(rec.usage.upstream_cost).toBeCloseTo((12 * 3 + 1024 * 0.3 + 2051 * 3.75 + 146 * 15) / 1e6, 12)
   })
 
+  it('bills every compaction iteration, blocking and streamed (recorded: 682/1 320 reported, 61 067/1 912 used)', async () => {
+    // claude-sonnet-4-5 list prices, USD per million: input 3, output 15.
+    const cost = (61_067 * 3 + 1912 * 15) / 1e6
+    const blocking = await setup(json('compaction.json'))
+    const answer = await blocking.client.chat.completions.create({
+      model: SLUG,
+      messages: [{ role: 'user', content: 'and the museums?' }],
+    })
+    expect(answer.usage).toMatchObject({ prompt_tokens: 61_067, completion_tokens: 1912 })
+    const rec = await readGeneration(blocking.gw, answer.id)
+    expect(rec.usage).toMatchObject({ prompt_tokens: 61_067, completion_tokens: 1912 })
+    expect(rec.usage.upstream_cost).toBeCloseTo(cost, 12)
+
+    const streamed = await setup(sse('compaction.sse'))
+    const { chunks } = await readSdkStream(
+      streamed.client.chat.completions.create({
+        model: SLUG,
+        messages: [{ role: 'user', content: 'and the museums?' }],
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    )
+    expect(chunks.at(-1)?.usage).toMatchObject({ prompt_tokens: 61_067, completion_tokens: 1912 })
+    const srec = await readGeneration(streamed.gw, chunks[0]!.id)
+    expect(srec).toMatchObject({ streamed: true, cost_source: 'upstream' })
+    expect(srec.usage.upstream_cost).toBeCloseTo(cost, 12)
+  })
+
   it('refuses logit_bias before anything reaches Anthropic', async () => {
     const { fake, client } = await setup(json('message.json'))
     const err = await client.chat.completions

@@ -33,7 +33,8 @@ export function mapStopReason(r: string | null | undefined): FinishReason {
  * estimate from the thinking text it saw, a lower bound: Claude 4 returns summarised thinking) is
  * reported, marked `reasoning_tokens_estimated: true`.
  */
-export function toUsage(u: Partial<AnthropicUsage>, estimatedReasoning = 0): Usage {
+export function toUsage(usage: Partial<AnthropicUsage>, estimatedReasoning = 0): Usage {
+  const u = withIterations(usage)
   const cacheRead = u.cache_read_input_tokens ?? 0
   const cacheWrite = u.cache_creation_input_tokens ?? 0
   const prompt = (u.input_tokens ?? 0) + cacheRead + cacheWrite
@@ -50,6 +51,43 @@ export function toUsage(u: Partial<AnthropicUsage>, estimatedReasoning = 0): Usa
     total_tokens: prompt + completion,
     prompt_tokens_details: { cached_tokens: cacheRead, cache_write_tokens: cacheWrite },
     completion_tokens_details: details,
+  }
+}
+
+/**
+ * The usage to bill: with compaction, the top-level counts are the last iteration's only, so each count
+ * is the sum over `iterations` (every type: the upstream billed each one), never below the top-level one.
+ * A reported thinking share is summed alike. Without iterations, the usage as it is.
+ */
+export function withIterations(u: Partial<AnthropicUsage>): Partial<AnthropicUsage> {
+  const its = u.iterations
+  if (!its || its.length === 0) return u
+  const sum = (
+    k: 'input_tokens' | 'output_tokens' | 'cache_creation_input_tokens' | 'cache_read_input_tokens',
+  ) =>
+    Math.max(
+      u[k] ?? 0,
+      its.reduce((acc, it) => acc + (it[k] ?? 0), 0),
+    )
+  const thinking = its.map((it) => it.output_tokens_details?.thinking_tokens)
+  const reported = thinking.some((t) => typeof t === 'number')
+  return {
+    ...u,
+    input_tokens: sum('input_tokens'),
+    output_tokens: sum('output_tokens'),
+    cache_creation_input_tokens: sum('cache_creation_input_tokens'),
+    cache_read_input_tokens: sum('cache_read_input_tokens'),
+    ...(reported
+      ? {
+          output_tokens_details: {
+            ...u.output_tokens_details,
+            thinking_tokens: Math.max(
+              u.output_tokens_details?.thinking_tokens ?? 0,
+              thinking.reduce<number>((acc, t) => acc + (t ?? 0), 0),
+            ),
+          },
+        }
+      : {}),
   }
 }
 

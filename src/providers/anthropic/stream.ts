@@ -90,6 +90,9 @@ export function createChunkTranslator(
       if (typeof v === 'number') (state.usage as Record<string, number>)[k] = v
       else if (k === 'output_tokens_details' && v && typeof v === 'object') {
         state.usage.output_tokens_details = v as AnthropicUsage['output_tokens_details']
+      } else if (k === 'iterations' && Array.isArray(v)) {
+        // Compaction: the per-iteration counts, cumulative like the rest (toUsage sums them).
+        state.usage.iterations = v as AnthropicUsage['iterations']
       }
     }
   }

@@ -118,12 +118,29 @@ const outputTokensDetailsSchema = z.looseObject({
   thinking_tokens: z.number().int().min(0).nullable().optional(),
 })
 
+/**
+ * One sampling iteration of a request that compacted its context (`compaction`, then `message`; other
+ * types may follow). The top-level counts are the last `message` iteration's only: the compaction's
+ * tokens are billed too and appear only here.
+ * https://docs.anthropic.com/en/docs/build-with-claude/compaction
+ */
+const usageIterationSchema = z.looseObject({
+  type: z.string().optional(),
+  input_tokens: z.number().int().min(0).nullable().optional(),
+  output_tokens: z.number().int().min(0).nullable().optional(),
+  cache_creation_input_tokens: z.number().int().min(0).nullable().optional(),
+  cache_read_input_tokens: z.number().int().min(0).nullable().optional(),
+  output_tokens_details: outputTokensDetailsSchema.nullable().optional(),
+})
+export type AnthropicUsageIteration = z.infer<typeof usageIterationSchema>
+
 export const anthropicUsageSchema = z.looseObject({
   input_tokens: z.number().int().min(0).default(0),
   output_tokens: z.number().int().min(0).default(0),
   cache_creation_input_tokens: z.number().int().min(0).nullable().optional(),
   cache_read_input_tokens: z.number().int().min(0).nullable().optional(),
   output_tokens_details: outputTokensDetailsSchema.nullable().optional(),
+  iterations: z.array(usageIterationSchema).nullable().optional(),
 })
 
 /** Usage inside stream events: only what the event carries (no defaults, which would overwrite). */
@@ -133,6 +150,7 @@ const eventUsageSchema = z.looseObject({
   cache_creation_input_tokens: z.number().int().min(0).nullable().optional(),
   cache_read_input_tokens: z.number().int().min(0).nullable().optional(),
   output_tokens_details: outputTokensDetailsSchema.nullable().optional(),
+  iterations: z.array(usageIterationSchema).nullable().optional(),
 })
 
 /** Why the model refused (with `stop_reason: "refusal"`); both fields may be null. */

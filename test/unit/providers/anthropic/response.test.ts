@@ -142,6 +142,47 @@ describe('mapStopReason', () => {
 })
 
 describe('toUsage', () => {
+  it('sums the iterations of a compacted answer (the top level is the last iteration only)', () => {
+    const c = fromAnthropicMessage(message('compaction.json'), meta)
+    expect(c.usage).toEqual({
+      prompt_tokens: 61_067,
+      completion_tokens: 1912,
+      total_tokens: 62_979,
+      prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0 },
+    })
+    expect(c.choices[0]!.message.content).toContain('Lyon')
+  })
+
+  it('sums cache reads, writes and thinking over iterations, never below the top level', () => {
+    const u = toUsage({
+      input_tokens: 10,
+      output_tokens: 50,
+      cache_read_input_tokens: 7,
+      iterations: [
+        { type: 'compaction', input_tokens: 100, output_tokens: 20, cache_creation_input_tokens: 30 },
+        {
+          type: 'message',
+          input_tokens: 10,
+          output_tokens: 50,
+          cache_read_input_tokens: 7,
+          output_tokens_details: { thinking_tokens: 12 },
+        },
+      ],
+    })
+    expect(u).toMatchObject({
+      prompt_tokens: 110 + 30 + 7,
+      completion_tokens: 70,
+      prompt_tokens_details: { cached_tokens: 7, cache_write_tokens: 30 },
+      completion_tokens_details: { reasoning_tokens: 12 },
+    })
+    // Iterations that report less than the top level (none the API sends) never lower the bill.
+    expect(toUsage({ input_tokens: 40, output_tokens: 9, iterations: [{ input_tokens: 1 }] })).toMatchObject({
+      prompt_tokens: 40,
+      completion_tokens: 9,
+    })
+  })
+
   it('caps the reasoning estimate at the output tokens', () => {
     expect(toUsage({ input_tokens: 1, output_tokens: 5 }, 50).completion_tokens_details).toEqual({
       reasoning_tokens: 5,

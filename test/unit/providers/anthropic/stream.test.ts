@@ -248,4 +248,17 @@ describe('Anthropic stream translation', () => {
     expect(whole.usage?.completion_tokens_details).toEqual({ reasoning_tokens: 139 })
     expect(whole.content).toBe('7')
   })
+
+  it('sums the usage of every compaction iteration (message_delta carries them)', async () => {
+    const translate = createChunkTranslator(meta)
+    const whole = reassemble((await parsedEvents('compaction.sse')).flatMap(translate))
+    // Top level: 682 in / 1 320 out, the last iteration's only; the iterations sum to 61 067 / 1 912.
+    expect(whole.usage).toMatchObject({
+      prompt_tokens: 61_067,
+      completion_tokens: 1912,
+      total_tokens: 62_979,
+    })
+    expect(translate.usage()).toMatchObject({ prompt_tokens: 61_067, completion_tokens: 1912 })
+    expect(whole.content).toContain('Lyon')
+  })
 })
