@@ -119,8 +119,8 @@ export type BillableUsage =
   | { kind: 'embedding'; promptTokens: number }
   | { kind: 'images'; count: number; tier: string }
   | { kind: 'video'; seconds: number; resolution: string }
-  | { kind: 'speech'; characters: number }
-  | { kind: 'speech-audio'; audioTokens: number }
+  /** Both units, always: each is charged at its price (absent prices are 0). */
+  | { kind: 'speech'; characters: number; audioTokens: number }
 
 /**
  * The upstream cost of a usage at a price, in picodollars: a pure function of its two arguments.
@@ -141,9 +141,7 @@ export function priceUsage(u: BillableUsage, p: CompiledPrice): Money {
       return seconds * byKey(p.videoPerSecond, u.resolution)
     }
     case 'speech':
-      return n(u.characters) * p.speechPerCharacter
-    case 'speech-audio':
-      return n(u.audioTokens) * p.speechAudioToken
+      return n(u.characters) * p.speechPerCharacter + n(u.audioTokens) * p.speechAudioToken
   }
 }
 

@@ -54,7 +54,7 @@ export function taskCostBound(m: MediaInput, price: CompiledPrice): Money {
 
 /** The token fields of a task's record: speech audio tokens are output tokens; the rest has none. */
 export function taskUsage(billed: BillableUsage): GenerationUsage {
-  const audio = billed.kind === 'speech-audio' ? Math.max(0, Math.floor(billed.audioTokens)) : 0
+  const audio = billed.kind === 'speech' ? Math.max(0, Math.floor(billed.audioTokens)) : 0
   return {
     prompt_tokens: 0,
     completion_tokens: audio,

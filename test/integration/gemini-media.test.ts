@@ -92,7 +92,9 @@ describe('Gemini speech generation', () => {
     expect(wav.data.subarray(0, 4).toString('latin1')).toBe('RIFF')
     expect(wav.data.readUInt32LE(24)).toBe(24_000)
     expect(wav.data.subarray(44).equals(pcm)).toBe(true)
-    expect(step.result.usage).toEqual({ kind: 'speech-audio', audioTokens: 3 })
+    // Billed in both speech units: the characters sent (the default style instructions, 18, and the
+    // prompt, 18) and the audio tokens Gemini reported.
+    expect(step.result.usage).toEqual({ kind: 'speech', characters: 36, audioTokens: 3 })
   })
 
   it('encodes MP3 and Ogg Opus with ffmpeg', async () => {
@@ -118,30 +120,34 @@ describe('Gemini speech generation', () => {
   it('an answer without audio fails the task; a blocked prompt is content_filter', () => {
     const other = fromGeminiSpeechResponse(
       geminiSpeechResponseSchema.parse(readJsonFixture('gemini/speech-blocked.json')),
+      10,
     )
     expect(other).toEqual({
       ok: false,
       code: 'upstream_failed',
       message: 'the upstream returned no audio (OTHER)',
     })
-    const blocked = fromGeminiSpeechResponse({ promptFeedback: { blockReason: 'SAFETY' } })
+    const blocked = fromGeminiSpeechResponse({ promptFeedback: { blockReason: 'SAFETY' } }, 10)
     expect(blocked).toMatchObject({ ok: false, code: 'content_filter' })
   })
 
   it('without a reported count, audio tokens follow the audio length (25 a second)', () => {
     const pcm = Buffer.alloc(24_000 * 2 * 2) // 2 s
-    const out = fromGeminiSpeechResponse({
-      candidates: [
-        {
-          content: {
-            parts: [
-              { inlineData: { mimeType: 'audio/L16;codec=pcm;rate=24000', data: pcm.toString('base64') } },
-            ],
+    const out = fromGeminiSpeechResponse(
+      {
+        candidates: [
+          {
+            content: {
+              parts: [
+                { inlineData: { mimeType: 'audio/L16;codec=pcm;rate=24000', data: pcm.toString('base64') } },
+              ],
+            },
           },
-        },
-      ],
-    })
-    expect(out).toMatchObject({ ok: true, usage: { kind: 'speech-audio', audioTokens: 50 } })
+        ],
+      },
+      12,
+    )
+    expect(out).toMatchObject({ ok: true, usage: { kind: 'speech', characters: 12, audioTokens: 50 } })
   })
 
   it.each([

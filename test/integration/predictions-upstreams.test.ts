@@ -184,6 +184,51 @@ describe('Gemini speech through the gateway', () => {
     // $10 per million audio tokens × 20.
     expect(body.usage.upstream_cost).toBe(0.0002)
   })
+
+  it('a speech model priced per character is charged its characters; priced both ways, both', async () => {
+    const pcm = mockSpeech('one two three').data
+    const answer = json({
+      candidates: [
+        {
+          content: {
+            parts: [
+              { inlineData: { mimeType: 'audio/L16;codec=pcm;rate=24000', data: pcm.toString('base64') } },
+            ],
+          },
+        },
+      ],
+      usageMetadata: { candidatesTokensDetails: [{ modality: 'AUDIO', tokenCount: 20 }] },
+    })
+    const s = await setup(
+      {
+        'POST /v1beta/models/tts-by-characters:generateContent': answer,
+        'POST /v1beta/models/tts-both:generateContent': answer,
+      },
+      {
+        models: [
+          {
+            slug: 'google/tts-by-characters',
+            type: 'speech',
+            pricing: { speechPerMillionCharacters: 1000 },
+          },
+          {
+            slug: 'google/tts-both',
+            type: 'speech',
+            pricing: { speechPerMillionCharacters: 1000, speechAudioTokens: 100 },
+          },
+        ],
+      },
+    )
+    const input = { prompt: 'one two three', style_instructions: 'Say it slowly:', output_format: 'wav' }
+    const chars = await s.create({ model: 'google/tts-by-characters', input })
+    const both = await s.create({ model: 'google/tts-both', input })
+    await s.step()
+    // 13 + 14 characters (prompt and style instructions, as sent) at $1 000 per million.
+    expect((await s.lookup(chars)).usage.upstream_cost).toBe(0.027)
+    // …plus 20 audio tokens at $100 per million.
+    expect((await s.lookup(both)).usage.upstream_cost).toBe(0.029)
+    expect(await s.usage()).toBe(0.056)
+  })
 })
 
 describe('Veo through the gateway', () => {

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import type { SpeechInput, VideoAInput } from '../async-media/types.ts'
 import type { BillableUsage } from '../../billing/prices.ts'
 import type { Pcm } from '../async-media/audio.ts'
+import { audioTokensOf } from '../async-media/usage.ts'
 
 // Gemini's media generation, pure translation (no I/O; media.ts does the calls):
 // - speech: `generateContent` on a TTS model with `responseModalities: ["AUDIO"]` and a prebuilt voice
@@ -61,14 +62,14 @@ export const geminiSpeechResponseSchema = z.looseObject({
 })
 export type GeminiSpeechResponse = z.infer<typeof geminiSpeechResponseSchema>
 
-/** Gemini bills speech at 25 audio tokens a second of output. */
-export const AUDIO_TOKENS_PER_SECOND = 25
-
 export type SpeechOutcome =
   { ok: true; pcm: Pcm; usage: BillableUsage } | { ok: false; code: string; message: string }
 
-/** The PCM of a speech answer and its billed audio tokens, or why there is none. */
-export function fromGeminiSpeechResponse(res: GeminiSpeechResponse): SpeechOutcome {
+/**
+ * The PCM of a speech answer and what it used (the input's `characters`, the audio tokens billed), or
+ * why there is none.
+ */
+export function fromGeminiSpeechResponse(res: GeminiSpeechResponse, characters: number): SpeechOutcome {
   const candidate = res.candidates?.[0]
   const audio = candidate?.content?.parts.find((p) => p.inlineData?.mimeType.startsWith('audio/'))?.inlineData
   if (!audio) {
@@ -89,11 +90,8 @@ export function fromGeminiSpeechResponse(res: GeminiSpeechResponse): SpeechOutco
   }
   const details = res.usageMetadata?.candidatesTokensDetails?.find((d) => d.modality === 'AUDIO')?.tokenCount
   // Without a reported count, the audio's own length at Gemini's rate stands in.
-  const audioTokens =
-    details ??
-    res.usageMetadata?.candidatesTokenCount ??
-    Math.ceil((pcm.data.length / 2 / pcm.sampleRate) * AUDIO_TOKENS_PER_SECOND)
-  return { ok: true, pcm, usage: { kind: 'speech-audio', audioTokens } }
+  const audioTokens = details ?? res.usageMetadata?.candidatesTokenCount ?? audioTokensOf(pcm)
+  return { ok: true, pcm, usage: { kind: 'speech', characters, audioTokens } }
 }
 
 export interface VeoImage {

@@ -1,6 +1,7 @@
 import { invalidRequest } from '../../errors.ts'
 import { encodeAudio } from '../async-media/audio.ts'
 import { downloadOutput } from '../async-media/download.ts'
+import { speechCharacters } from '../async-media/usage.ts'
 import type {
   JsonValue,
   MediaAdapter,
@@ -48,7 +49,7 @@ async function speech(job: MediaJob & { family: 'speech' }, call: MediaCall): Pr
   const parsed = geminiSpeechResponseSchema.safeParse(await readJson(call, res.body))
   if (!parsed.success)
     throw malformedUpstream(call, 'response is not a GenerateContentResponse', parsed.error)
-  const outcome = fromGeminiSpeechResponse(parsed.data)
+  const outcome = fromGeminiSpeechResponse(parsed.data, speechCharacters(job.input))
   if (!outcome.ok) return { state: 'failed', code: outcome.code, message: outcome.message }
   const audio = await encodeAudio(outcome.pcm, job.input.output_format, {
     ffmpegPath: call.media.ffmpegPath,

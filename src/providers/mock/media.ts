@@ -10,6 +10,7 @@ import type {
   MediaResult,
   MediaStep,
 } from '../async-media/types.ts'
+import { AUDIO_TOKENS_PER_SECOND, audioTokensOf, speechCharacters } from '../async-media/usage.ts'
 import { renderTestVideo } from '../async-media/video.ts'
 import { encodePng } from './png.ts'
 
@@ -83,9 +84,12 @@ export function mockImage(prompt: string, index: number, aspect: string | undefi
   })
 }
 
+const speechMs = (text: string): number =>
+  Math.min(MAX_SPEECH_MS, Math.max(MIN_SPEECH_MS, text.length * MS_PER_CHARACTER))
+
 /** PCM speech stand-in: a short tone for each word, pitched by the word, with gaps between. */
 export function mockSpeech(text: string): Pcm {
-  const ms = Math.min(MAX_SPEECH_MS, Math.max(MIN_SPEECH_MS, text.length * MS_PER_CHARACTER))
+  const ms = speechMs(text)
   const samples = Math.round((ms / 1000) * SAMPLE_RATE)
   const data = Buffer.alloc(samples * 2)
   const words = text.split(/\s+/).filter((w) => w !== '')
@@ -130,13 +134,14 @@ async function produce(job: MediaJob, call: MediaCall): Promise<Produced> {
     }
     case 'speech': {
       const { prompt, output_format } = job.input
-      const audio = await encodeAudio(mockSpeech(prompt), output_format, {
+      const pcm = mockSpeech(prompt)
+      const audio = await encodeAudio(pcm, output_format, {
         ffmpegPath: call.media.ffmpegPath,
         signal: call.signal,
       })
       return {
         outputs: [{ type: 'audio', contentType: audio.contentType, data: audio.data }],
-        usage: { kind: 'speech', characters: prompt.length },
+        usage: { kind: 'speech', characters: speechCharacters(job.input), audioTokens: audioTokensOf(pcm) },
       }
     }
     default: {
@@ -160,7 +165,11 @@ function billedUsage(job: MediaJob): BillableUsage {
     case 'image':
       return { kind: 'images', count: job.input.num_images, tier: job.input.resolution ?? '1K' }
     case 'speech':
-      return { kind: 'speech', characters: job.input.prompt.length }
+      return {
+        kind: 'speech',
+        characters: speechCharacters(job.input),
+        audioTokens: Math.ceil((speechMs(job.input.prompt) / 1000) * AUDIO_TOKENS_PER_SECOND),
+      }
     default:
       return { kind: 'video', seconds: videoSeconds(job), resolution: job.input.resolution ?? '720P' }
   }

@@ -145,8 +145,10 @@ describe('other kinds of usage', () => {
   })
 
   it('speech per character and per audio token', () => {
-    expect(priceUsage({ kind: 'speech', characters: 1000 }, p)).toBe(15_000_000_000n)
-    expect(priceUsage({ kind: 'speech-audio', audioTokens: 1000 }, p)).toBe(12_000_000_000n)
+    expect(priceUsage({ kind: 'speech', characters: 1000, audioTokens: 0 }, p)).toBe(15_000_000_000n)
+    expect(priceUsage({ kind: 'speech', characters: 0, audioTokens: 1000 }, p)).toBe(12_000_000_000n)
+    // Both prices, both charged.
+    expect(priceUsage({ kind: 'speech', characters: 1000, audioTokens: 1000 }, p)).toBe(27_000_000_000n)
   })
 })
 

@@ -106,9 +106,15 @@ describe('priceUsage: one pure function over every kind of billable usage', () =
     expect(toUsd(priceUsage({ kind: 'video', seconds: 4.2, resolution: '720P' }, p))).toBe(0.5)
   })
 
-  it('speech: characters or audio tokens at their prices', () => {
-    expect(toUsd(priceUsage({ kind: 'speech', characters: 1000 }, p))).toBe(0.015)
-    expect(toUsd(priceUsage({ kind: 'speech-audio', audioTokens: 500 }, p))).toBe(0.01)
+  it('speech: characters and audio tokens, each at its price', () => {
+    expect(toUsd(priceUsage({ kind: 'speech', characters: 1000, audioTokens: 0 }, p))).toBe(0.015)
+    expect(toUsd(priceUsage({ kind: 'speech', characters: 0, audioTokens: 500 }, p))).toBe(0.01)
+    expect(toUsd(priceUsage({ kind: 'speech', characters: 1000, audioTokens: 500 }, p))).toBe(0.025)
+    // A model priced per character only bills the characters, whatever the audio came to.
+    const perCharacter = compilePrice({ speechPerMillionCharacters: 15 })
+    expect(toUsd(priceUsage({ kind: 'speech', characters: 1000, audioTokens: 500 }, perCharacter))).toBe(
+      0.015,
+    )
   })
 
   it('negative or non-finite counts cost nothing', () => {
@@ -117,6 +123,6 @@ describe('priceUsage: one pure function over every kind of billable usage', () =
     // BigInt(Math.ceil(Infinity)) would throw: an upstream's absurd duration must not fail the settlement.
     expect(priceUsage({ kind: 'video', seconds: Infinity, resolution: '720P' }, p)).toBe(0n)
     expect(priceUsage({ kind: 'video', seconds: -2, resolution: '720P' }, p)).toBe(0n)
-    expect(priceUsage({ kind: 'speech', characters: Infinity }, p)).toBe(0n)
+    expect(priceUsage({ kind: 'speech', characters: Infinity, audioTokens: Number.NaN }, p)).toBe(0n)
   })
 })

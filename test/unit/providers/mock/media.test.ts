@@ -163,7 +163,9 @@ describe('the mock media adapter', () => {
     expect(wav.readUInt32LE(40)).toBe(Math.round(1.14 * 24_000) * 2)
     expect(probe(wav, 'short.wav').duration).toBeCloseTo(1.14, 2)
     expect(long.result.outputs[0]!.data.readUInt32LE(40)).toBeGreaterThan(4 * wav.readUInt32LE(40))
-    expect(short.result.usage).toEqual({ kind: 'speech', characters: 19 })
+    // Both speech units: 19 + 18 characters (prompt and default style instructions) and 1.14 s of
+    // audio at 25 tokens a second.
+    expect(short.result.usage).toEqual({ kind: 'speech', characters: 37, audioTokens: 29 })
   })
 
   it('speech: MP3 and Ogg Opus, with the same duration', async () => {
