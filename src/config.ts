@@ -7,6 +7,8 @@ import type { ProviderKind, RetryPolicy, UpstreamConfig } from './providers/type
 import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
 import type { MediaFamily } from './providers/async-media/types.ts'
 import { compilePrice, type PriceTable } from './billing/prices.ts'
+import { buildModelTable } from './routing/model-table.ts'
+import { checkModelPrices } from './routing/price-check.ts'
 import { isWebhookSecret } from './tasks/webhook-signing.ts'
 import { toPpm, usd, type Money } from './billing/money.ts'
 import type { RateLimits } from './store/types.ts'
@@ -629,7 +631,7 @@ export function loadConfig(
   }
 
   const requestTimeoutMs = file.server.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
-  return {
+  const config: Config = {
     env: nodeEnv,
     server: {
       host: e.HOST ?? file.server.host ?? '0.0.0.0',
@@ -677,6 +679,10 @@ export function loadConfig(
     routing,
     predictions: resolvePredictions(file.predictions, e),
   }
+  // Every configured price must be chargeable from what its provider reports, or nothing starts.
+  const problems = checkModelPrices(buildModelTable(config), (name) => providers[name]?.kind)
+  if (problems.length > 0) throw new ConfigError(`prices: ${problems.join('; ')}`)
+  return config
 }
 
 const DEFAULT_WEBHOOK_SCHEDULE = [5_000, 30_000, 120_000, 600_000, 3_600_000, 10_800_000]

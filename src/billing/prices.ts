@@ -1,4 +1,6 @@
+import type { ModelType } from '../config.ts'
 import type { Usage } from '../providers/types.ts'
+import type { UsageUnit } from '../providers/usage-units.ts'
 import { perUnit, usd, type Money } from './money.ts'
 
 /**
@@ -23,6 +25,62 @@ export interface PriceTable {
   /** Speech: per million input characters, or per million output audio tokens. */
   speechPerMillionCharacters?: number
   speechAudioTokens?: number
+}
+
+export type PriceField = keyof PriceTable
+
+/** What each price is given per, as `/v1/models` labels it. */
+export const PRICE_UNIT_LABELS: Record<PriceField, string> = {
+  prompt: 'per_million_tokens',
+  cachedPrompt: 'per_million_tokens',
+  cacheWrite: 'per_million_tokens',
+  completion: 'per_million_tokens',
+  reasoning: 'per_million_tokens',
+  audioPrompt: 'per_million_tokens',
+  audioCompletion: 'per_million_tokens',
+  embedding: 'per_million_tokens',
+  imageByTier: 'per_image',
+  videoPerSecond: 'per_second',
+  speechPerMillionCharacters: 'per_million_characters',
+  speechAudioTokens: 'per_million_audio_tokens',
+}
+
+/** One price a model of some type is charged: in which unit, and whether that unit bills $0 without it. */
+export interface ChargedPrice {
+  field: PriceField
+  unit: UsageUnit
+  /** The unit's base price: without it (or a stand-in), that unit of the usage bills $0. */
+  base: boolean
+  /** Never charged when this other price is set (it stands in for it). */
+  unless?: PriceField
+}
+
+/**
+ * The prices a model of each type is charged, as priceUsage applies them (compilePrice's fallbacks
+ * included): chat per input and output token, with cache, reasoning and audio refinements; embeddings
+ * per input token; media per image, per second of video, per character and per audio token.
+ */
+export const CHARGED_PRICES: Record<ModelType, readonly ChargedPrice[]> = {
+  chat: [
+    { field: 'prompt', unit: 'input_tokens', base: true },
+    { field: 'embedding', unit: 'input_tokens', base: true, unless: 'prompt' },
+    { field: 'cachedPrompt', unit: 'input_tokens', base: false },
+    { field: 'cacheWrite', unit: 'input_tokens', base: false },
+    { field: 'audioPrompt', unit: 'input_tokens', base: false },
+    { field: 'completion', unit: 'output_tokens', base: true },
+    { field: 'reasoning', unit: 'output_tokens', base: false },
+    { field: 'audioCompletion', unit: 'output_tokens', base: false },
+  ],
+  embedding: [
+    { field: 'embedding', unit: 'input_tokens', base: true },
+    { field: 'prompt', unit: 'input_tokens', base: true, unless: 'embedding' },
+  ],
+  image: [{ field: 'imageByTier', unit: 'images', base: true }],
+  video: [{ field: 'videoPerSecond', unit: 'video_seconds', base: true }],
+  speech: [
+    { field: 'speechPerMillionCharacters', unit: 'characters', base: true },
+    { field: 'speechAudioTokens', unit: 'audio_tokens', base: true },
+  ],
 }
 
 /** The same prices in picodollars per single unit, ready for exact arithmetic. */

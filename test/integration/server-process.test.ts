@@ -208,4 +208,20 @@ describe('the server process', () => {
     expect(code).toBe(1)
     expect(stderr).toMatch(/server\.port/)
   })
+
+  it('refuses to start when a configured price cannot be charged, naming the model and the price', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'junction-'))
+    const file = join(dir, 'prices.json')
+    // A chat model priced per image: every answer would be billed $0.
+    writeFileSync(
+      file,
+      JSON.stringify({
+        models: [{ slug: 'mock/painter', upstreamModel: 'chat', pricing: { imageByTier: { '1K': 0.04 } } }],
+      }),
+    )
+    const { code, stderr } = await exitOf(run({ GATEWAY_CONFIG: file }))
+    expect(code).toBe(1)
+    expect(stderr).toMatch(/mock\/painter.*imageByTier is not a price of chat models/)
+    expect(stderr).toMatch(/no prompt price/)
+  })
 })

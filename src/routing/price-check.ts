@@ -1,0 +1,116 @@
+import { CHARGED_PRICES, type PriceField, type PriceTable } from '../billing/prices.ts'
+import type { ModelType } from '../config.ts'
+import type { MediaFamily } from '../providers/async-media/types.ts'
+import type { ProviderKind } from '../providers/types.ts'
+import { reportedUnits, type UsageUnit } from '../providers/usage-units.ts'
+import type { ModelTable } from './model-table.ts'
+
+// "Every configured price is charged": at start, each deployment's price table is held against what
+// its provider kind's adapter reports (providers/usage-units.ts). A price the model is never charged,
+// a price in a unit the adapter does not report, or a unit reported with no price (billed $0) refuses
+// to start, naming the model and the price. A deployment without a price (or with an empty table) is
+// free by choice: it is only logged (deps.ts).
+
+const UNIT_NAMES: Record<UsageUnit, string> = {
+  input_tokens: 'input tokens',
+  output_tokens: 'output tokens',
+  images: 'images',
+  video_seconds: 'seconds of video',
+  characters: 'characters',
+  audio_tokens: 'audio tokens',
+}
+
+/** Types charged in any one of their units (speech: per character, per audio token, or both). */
+const ANY_UNIT: readonly ModelType[] = ['speech']
+
+export interface PricedDeployment {
+  slug: string
+  type: ModelType
+  family?: MediaFamily
+  provider: string
+  kind: ProviderKind
+  table: PriceTable
+}
+
+const isSet = (t: PriceTable, f: PriceField): boolean => {
+  const v = t[f]
+  return v !== undefined && (typeof v === 'number' || Object.keys(v).length > 0)
+}
+
+/** What is wrong with one deployment's price table: one sentence a problem, empty when it is sound. */
+export function priceProblems(
+  d: PricedDeployment,
+  reported: readonly UsageUnit[] | undefined = reportedUnits(d.kind, d.type, d.family),
+): string[] {
+  const set = (Object.keys(d.table) as PriceField[]).filter((f) => d.table[f] !== undefined)
+  if (set.length === 0) return []
+  const where = `model ${d.slug} on provider ${d.provider} (${d.kind})`
+  const kindOf = d.family !== undefined && d.family !== d.type ? `${d.type} (${d.family})` : d.type
+  if (reported === undefined) {
+    return [
+      `${where}: ${d.kind} serves no ${kindOf} models, so its price (${set.join(', ')}) is never charged`,
+    ]
+  }
+  const charged = CHARGED_PRICES[d.type]
+  const problems: string[] = []
+  // The prices to name for some units (stand-ins left out), and every price that bills them.
+  const priceFor = (units: readonly UsageUnit[]) =>
+    charged.filter((c) => c.base && !c.unless && units.includes(c.unit)).map((c) => c.field)
+  const billing = (units: readonly UsageUnit[]) =>
+    charged.filter((c) => c.base && units.includes(c.unit)).map((c) => c.field)
+  for (const field of set) {
+    const c = charged.find((x) => x.field === field)
+    if (!c) {
+      problems.push(
+        `${where}: ${field} is not a price of ${d.type} models (they are charged ${priceFor(reported).join(
+          ', ',
+        )})`,
+      )
+    } else if (c.unless !== undefined && isSet(d.table, c.unless)) {
+      problems.push(`${where}: ${field} is never charged, ${c.unless} is charged instead; remove one`)
+    } else if (!reported.includes(c.unit)) {
+      problems.push(
+        `${where}: ${field} prices ${UNIT_NAMES[c.unit]}, which ${d.kind} does not report for ${kindOf} models` +
+          ` (it reports ${reported.map((u) => UNIT_NAMES[u]).join(' and ')}: price them with ${priceFor(
+            reported,
+          ).join(' or ')})`,
+      )
+    }
+  }
+  const unpriced = (units: readonly UsageUnit[]) => !billing(units).some((f) => isSet(d.table, f))
+  const groups = ANY_UNIT.includes(d.type) ? [reported] : reported.map((u) => [u])
+  for (const units of groups) {
+    if (!unpriced(units)) continue
+    problems.push(
+      `${where}: no ${priceFor(units).join(' or ')} price, so its ${units
+        .map((u) => UNIT_NAMES[u])
+        .join(' and ')} would be billed $0`,
+    )
+  }
+  return problems
+}
+
+/** Every problem of every priced deployment of the table. */
+export function checkModelPrices(
+  models: ModelTable,
+  kindOf: (provider: string) => ProviderKind | undefined,
+): string[] {
+  const problems: string[] = []
+  for (const m of models.list()) {
+    for (const d of m.deployments) {
+      const kind = kindOf(d.provider)
+      if (!d.priced || kind === undefined) continue
+      problems.push(
+        ...priceProblems({
+          slug: m.slug,
+          type: m.type,
+          family: m.family,
+          provider: d.provider,
+          kind,
+          table: d.price.table,
+        }),
+      )
+    }
+  }
+  return problems
+}
