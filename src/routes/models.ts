@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
-import type { PriceTable } from '../billing/prices.ts'
+import { PRICE_UNIT_LABELS, type PriceField, type PriceTable } from '../billing/prices.ts'
 import type { Deps } from '../deps.ts'
 
 export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
@@ -26,24 +26,37 @@ export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { de
   app.get('/routed/v1/models', async () => body)
 }
 
-/** Prices as USD per million tokens (per image / per second where so named), with defaults filled in. */
-function toPricing(t: PriceTable) {
-  const out: Record<string, unknown> = { currency: 'USD', unit: 'per_million_tokens' }
-  const prompt = t.prompt ?? t.embedding
-  if (prompt !== undefined) out.prompt = prompt
-  if (t.completion !== undefined) {
-    out.completion = t.completion
-    out.reasoning = t.reasoning ?? t.completion
+/**
+ * A model's prices in USD, each labelled with the unit it is given per (`units`): per million tokens,
+ * per image (by tier), per second of video (by resolution), per million characters or audio tokens.
+ * `unit` is that unit when every price shares it. Defaults are filled in (reasoning at the completion
+ * price, an embedding model's price as its prompt price).
+ */
+export function toPricing(t: PriceTable) {
+  const prices: [string, PriceTable[PriceField], PriceField][] = []
+  const add = (key: string, value: PriceTable[PriceField], field: PriceField) => {
+    if (value !== undefined) prices.push([key, value, field])
   }
-  if (t.cachedPrompt !== undefined) out.cached_prompt = t.cachedPrompt
-  if (t.cacheWrite !== undefined) out.cache_write = t.cacheWrite
-  if (t.audioPrompt !== undefined) out.audio_prompt = t.audioPrompt
-  if (t.audioCompletion !== undefined) out.audio_completion = t.audioCompletion
-  if (t.embedding !== undefined) out.embedding = t.embedding
-  if (t.imageByTier) out.image_per_image = t.imageByTier
-  if (t.videoPerSecond) out.video_per_second = t.videoPerSecond
-  if (t.speechPerMillionCharacters !== undefined)
-    out.speech_per_million_characters = t.speechPerMillionCharacters
-  if (t.speechAudioTokens !== undefined) out.speech_audio_tokens = t.speechAudioTokens
-  return out
+  add('prompt', t.prompt ?? t.embedding, t.prompt !== undefined ? 'prompt' : 'embedding')
+  if (t.completion !== undefined) {
+    add('completion', t.completion, 'completion')
+    add('reasoning', t.reasoning ?? t.completion, 'reasoning')
+  }
+  add('cached_prompt', t.cachedPrompt, 'cachedPrompt')
+  add('cache_write', t.cacheWrite, 'cacheWrite')
+  add('audio_prompt', t.audioPrompt, 'audioPrompt')
+  add('audio_completion', t.audioCompletion, 'audioCompletion')
+  add('embedding', t.embedding, 'embedding')
+  add('image_per_image', t.imageByTier, 'imageByTier')
+  add('video_per_second', t.videoPerSecond, 'videoPerSecond')
+  add('speech_per_million_characters', t.speechPerMillionCharacters, 'speechPerMillionCharacters')
+  add('speech_audio_tokens', t.speechAudioTokens, 'speechAudioTokens')
+  const units = Object.fromEntries(prices.map(([key, , field]) => [key, PRICE_UNIT_LABELS[field]]))
+  const distinct = new Set(Object.values(units))
+  return {
+    currency: 'USD',
+    ...(distinct.size === 1 ? { unit: [...distinct][0] } : {}),
+    ...Object.fromEntries(prices.map(([key, value]) => [key, value])),
+    units,
+  }
 }
