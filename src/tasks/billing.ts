@@ -3,6 +3,7 @@ import type { BillableUsage, CompiledPrice } from '../billing/prices.ts'
 import { buildRecord, discountFor, release, settle, type MeteringDeps } from '../billing/metering.ts'
 import { compilePrice } from '../billing/prices.ts'
 import type { MediaInput } from '../providers/async-media/types.ts'
+import { speechCharacters } from '../providers/async-media/usage.ts'
 import type { Deployment, ModelTable } from '../routing/model-table.ts'
 import type { GenerationRecord, GenerationUsage } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
@@ -30,18 +31,19 @@ const dearest = (prices: Record<string, Money>): Money => {
 
 /**
  * The most one task can cost before discount at `price`: every image at the dearest tier, every
- * second at the dearest resolution, speech at the larger of its two per-unit prices. Pure.
+ * second at the dearest resolution, speech by its characters plus its audio tokens' bound. Pure.
  */
 export function taskCostBound(m: MediaInput, price: CompiledPrice): Money {
   switch (m.family) {
     case 'image':
       return BigInt(m.input.num_images) * dearest(price.imageByTier)
     case 'speech': {
-      const characters = BigInt(m.input.prompt.length + m.input.style_instructions.length)
+      const characters = BigInt(speechCharacters(m.input))
       const byCharacters = characters * price.speechPerCharacter
       const byTokens =
         (characters * BigInt(AUDIO_TOKENS_PER_CHARACTER) + BigInt(AUDIO_TOKENS_BASE)) * price.speechAudioToken
-      return byCharacters > byTokens ? byCharacters : byTokens
+      // A model priced both ways is charged both (prices.ts): the hold is their sum.
+      return byCharacters + byTokens
     }
     case 'video':
       return BigInt(Math.ceil(m.input.duration ?? UNKNOWN_VIDEO_SECONDS)) * dearest(price.videoPerSecond)
