@@ -22,7 +22,7 @@ export interface PriceTable {
   imageByTier?: Record<string, number>
   /** Per second of video, by resolution (`720P`, `1080P`, …). */
   videoPerSecond?: Record<string, number>
-  /** Speech: per million input characters, or per million output audio tokens. */
+  /** Speech: per million input characters and per million output audio tokens (either or both). */
   speechPerMillionCharacters?: number
   speechAudioTokens?: number
 }

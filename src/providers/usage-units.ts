@@ -11,12 +11,7 @@ import type { ProviderKind } from './types.ts'
 
 /** A unit a usage is counted in. */
 export type UsageUnit =
-  | 'input_tokens'
-  | 'output_tokens'
-  | 'images'
-  | 'video_seconds'
-  | 'characters'
-  | 'audio_tokens'
+  'input_tokens' | 'output_tokens' | 'images' | 'video_seconds' | 'characters' | 'audio_tokens'
 
 /** The media families each kind's media adapter serves (async-media/registry.ts). */
 const MEDIA_FAMILIES: Record<ProviderKind, readonly MediaFamily[]> = {
