@@ -681,7 +681,7 @@ export function loadConfig(
   }
   // Every configured price must be chargeable from what its provider reports, or nothing starts.
   const problems = checkModelPrices(buildModelTable(config), (name) => providers[name]?.kind)
-  if (problems.length > 0) throw new ConfigError(`prices: ${problems.join('; ')}`)
+  if (problems.length > 0) throw new ConfigError(`prices: ${problems.join('\n')}`)
   return config
 }
 

@@ -37,19 +37,19 @@ const isSet = (t: PriceTable, f: PriceField): boolean => {
   return v !== undefined && (typeof v === 'number' || Object.keys(v).length > 0)
 }
 
-/** What is wrong with one deployment's price table: one sentence a problem, empty when it is sound. */
+/**
+ * What is wrong with one deployment's price table: one clause a problem (the model is named by the
+ * caller), empty when it is sound.
+ */
 export function priceProblems(
   d: PricedDeployment,
   reported: readonly UsageUnit[] | undefined = reportedUnits(d.kind, d.type, d.family),
 ): string[] {
   const set = (Object.keys(d.table) as PriceField[]).filter((f) => d.table[f] !== undefined)
   if (set.length === 0) return []
-  const where = `model ${d.slug} on provider ${d.provider} (${d.kind})`
   const kindOf = d.family !== undefined && d.family !== d.type ? `${d.type} (${d.family})` : d.type
   if (reported === undefined) {
-    return [
-      `${where}: ${d.kind} serves no ${kindOf} models, so its price (${set.join(', ')}) is never charged`,
-    ]
+    return [`${d.kind} serves no ${kindOf} models, so its price (${set.join(', ')}) is never charged`]
   }
   const charged = CHARGED_PRICES[d.type]
   const problems: string[] = []
@@ -62,15 +62,13 @@ export function priceProblems(
     const c = charged.find((x) => x.field === field)
     if (!c) {
       problems.push(
-        `${where}: ${field} is not a price of ${d.type} models (they are charged ${priceFor(reported).join(
-          ', ',
-        )})`,
+        `${field} is not a price of ${d.type} models (they are charged ${priceFor(reported).join(', ')})`,
       )
     } else if (c.unless !== undefined && isSet(d.table, c.unless)) {
-      problems.push(`${where}: ${field} is never charged, ${c.unless} is charged instead; remove one`)
+      problems.push(`${field} is never charged, ${c.unless} is charged instead; remove one`)
     } else if (!reported.includes(c.unit)) {
       problems.push(
-        `${where}: ${field} prices ${UNIT_NAMES[c.unit]}, which ${d.kind} does not report for ${kindOf} models` +
+        `${field} prices ${UNIT_NAMES[c.unit]}, which ${d.kind} does not report for ${kindOf} models` +
           ` (it reports ${reported.map((u) => UNIT_NAMES[u]).join(' and ')}: price them with ${priceFor(
             reported,
           ).join(' or ')})`,
@@ -82,7 +80,7 @@ export function priceProblems(
   for (const units of groups) {
     if (!unpriced(units)) continue
     problems.push(
-      `${where}: no ${priceFor(units).join(' or ')} price, so its ${units
+      `no ${priceFor(units).join(' or ')} price, so its ${units
         .map((u) => UNIT_NAMES[u])
         .join(' and ')} would be billed $0`,
     )
@@ -90,7 +88,7 @@ export function priceProblems(
   return problems
 }
 
-/** Every problem of every priced deployment of the table. */
+/** One line a priced deployment with problems: the model, its provider, and what is wrong. */
 export function checkModelPrices(
   models: ModelTable,
   kindOf: (provider: string) => ProviderKind | undefined,
@@ -100,16 +98,16 @@ export function checkModelPrices(
     for (const d of m.deployments) {
       const kind = kindOf(d.provider)
       if (!d.priced || kind === undefined) continue
-      problems.push(
-        ...priceProblems({
-          slug: m.slug,
-          type: m.type,
-          family: m.family,
-          provider: d.provider,
-          kind,
-          table: d.price.table,
-        }),
-      )
+      const found = priceProblems({
+        slug: m.slug,
+        type: m.type,
+        family: m.family,
+        provider: d.provider,
+        kind,
+        table: d.price.table,
+      })
+      if (found.length > 0)
+        problems.push(`model ${m.slug} on provider ${d.provider} (${kind}): ${found.join('; ')}`)
     }
   }
   return problems
