@@ -1,6 +1,6 @@
 import { canonicalJson } from './canonical-json.ts'
 import type { Logger as PinoLogger } from 'pino'
-import type { Config } from './config.ts'
+import { DEV_KEY, hashKey, type Config } from './config.ts'
 import { ids as defaultIds, type Ids } from './ids.ts'
 import { createLogger } from './logger.ts'
 import { createProviderRegistry, type ProviderRegistry } from './providers/registry.ts'
@@ -87,20 +87,22 @@ export interface DepsOverrides {
 
 /**
  * Accounts of the config file enter the store at start-up. The rule (README, Storage): a new account is
- * created with the file's credits as its opening balance; for an existing one, each field the file
- * sets (name, discount, model discounts, rate limits) is applied only when the file's value changed
- * since the last start, so what the admin API changed survives restarts until the file changes that
- * field. Credits in the file are opening credits only. The file's keys are (re-)added.
+ * created with the file's credits as its opening balance and its settings (defaults for those it
+ * leaves out); for an existing one, only the settings the file gives (name, discount, model discounts,
+ * rate limits) are applied, and each only when the file's value changed since the last start, so
+ * what the admin API changed survives restarts until the file changes that field. Credits in the file
+ * are opening credits only. The file's keys are (re-)added.
  */
 async function seedAccounts(config: Config, store: Store, now: number): Promise<void> {
   for (const a of config.accounts) {
-    const fromFile = {
+    const settings = {
       name: a.name,
       discountPpm: a.discountPpm,
       modelDiscountsPpm: a.modelDiscountsPpm,
       rateLimits: a.rateLimits,
     }
-    const created = await store.accounts.create({ id: a.id, createdAt: now, ...fromFile }, a.initialCredits)
+    const created = await store.accounts.create({ id: a.id, createdAt: now, ...settings }, a.initialCredits)
+    const fromFile = Object.fromEntries(a.given.map((setting) => [setting, settings[setting]]))
     if (!created) {
       // Without a record of what was applied last (a backend without it, or an account the file just
       // took over), the file's values are applied.
@@ -130,11 +132,33 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
   }
 }
 
+/**
+ * The development key exists only while no account is configured: a database first started without
+ * accounts keeps `sk-dev` (and its $100), so once accounts are configured (always the case in
+ * production) the key is revoked in the store, and that is logged the one time it happens. The `dev`
+ * account and its records stay; only a config file that lists the key itself keeps it.
+ */
+async function revokeDevKey(config: Config, store: Store, log: PinoLogger): Promise<void> {
+  if (config.devAccount) return
+  const devHash = hashKey(DEV_KEY)
+  if (config.accounts.some((a) => a.keys.some((k) => k.sha256 === devHash))) return
+  const owner = await store.accounts.findByKeyHash(devHash)
+  if (!owner) return
+  for (const key of await store.accounts.listKeys(owner.id)) {
+    if (key.hash === devHash) await store.accounts.removeKey(owner.id, key.id)
+  }
+  log.warn(
+    { account: owner.id },
+    'accounts are configured: the development key sk-dev is revoked (it was left from a start without accounts)',
+  )
+}
+
 export async function createDeps(config: Config, overrides: DepsOverrides = {}): Promise<Deps> {
   const now = overrides.now ?? Date.now
   const log = overrides.log ?? createLogger(config.server.logLevel)
   const store = overrides.store ?? (await createStore(config.database, { log }))
   await seedAccounts(config, store, now())
+  await revokeDevKey(config, store, log)
   const providers = createProviderRegistry(config, { now })
   const models = buildModelTable(config)
   const health = createHealth(config.routing, now)
