@@ -410,17 +410,18 @@ describe('Gemini behind the OpenAI API: streaming', () => {
       .finalChatCompletion()
     const choice = final.choices[0]!
     expect(choice.finish_reason).toBe('tool_calls')
-    expect(choice.message.tool_calls?.map((t) => [t.id, t.function.name])).toEqual([
+    const calls = (choice.message.tool_calls ?? []) as OpenAI.Chat.ChatCompletionMessageFunctionToolCall[]
+    expect(calls.map((t) => [t.id, t.function.name])).toEqual([
       ['call_0_cook_recipe', 'cook_recipe'],
       ['call_1_set_timer', 'set_timer'],
     ])
-    expect(JSON.parse(choice.message.tool_calls![0]!.function.arguments)).toMatchObject({
+    expect(JSON.parse(calls[0]!.function.arguments)).toMatchObject({
       recipe: {
         name: 'Lasagna "al forno"',
         ingredients: [{ name: 'Noodles', grams: 500 }, { name: 'Ricotta' }],
       },
     })
-    expect(choice.message.tool_calls![1]!.function.arguments).toBe('{"minutes":45}')
+    expect(calls[1]!.function.arguments).toBe('{"minutes":45}')
     expect(final.usage).toMatchObject({ prompt_tokens: 40, completion_tokens: 140 })
   })
 
