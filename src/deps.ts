@@ -85,13 +85,31 @@ export interface DepsOverrides {
   background?: boolean
 }
 
+/** Settings made of entries, each entry its own field: one model's discount, one of the rate limits. */
+const entrySettings = new Set(['modelDiscountsPpm', 'rateLimits'])
+
+/**
+ * An account's settings as fields (`name`, `discountPpm`, `modelDiscountsPpm.<slug>`,
+ * `rateLimits.requestsPerMinute`, …). Also reads the applied-config records of earlier versions,
+ * which kept the two entry settings whole.
+ */
+function toFields(settings: Record<string, unknown>): Record<string, unknown> {
+  const fields: Record<string, unknown> = {}
+  for (const [setting, value] of Object.entries(settings)) {
+    if (entrySettings.has(setting) && value !== null && typeof value === 'object') {
+      for (const [entry, v] of Object.entries(value)) fields[`${setting}.${entry}`] = v
+    } else fields[setting] = value
+  }
+  return fields
+}
+
 /**
  * Accounts of the config file enter the store at start-up. The rule (README, Storage): a new account is
  * created with the file's credits as its opening balance and its settings (defaults for those it
- * leaves out); for an existing one, only the settings the file gives (name, discount, model discounts,
- * rate limits) are applied, and each only when the file's value changed since the last start, so
- * what the admin API changed survives restarts until the file changes that field. Credits in the file
- * are opening credits only. The file's keys are (re-)added.
+ * leaves out); for an existing one, only the fields the file sets (name, discount, each model's
+ * discount, each rate limit) are applied, and each only when the file's value changed since the last
+ * start, so what the admin API changed survives restarts until the file changes that field. Credits
+ * in the file are opening credits only. The file's keys are (re-)added.
  */
 async function seedAccounts(config: Config, store: Store, now: number): Promise<void> {
   for (const a of config.accounts) {
@@ -102,18 +120,33 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
       rateLimits: a.rateLimits,
     }
     const created = await store.accounts.create({ id: a.id, createdAt: now, ...settings }, a.initialCredits)
-    const fromFile = Object.fromEntries(a.given.map((setting) => [setting, settings[setting]]))
+    const fromFile = toFields(Object.fromEntries(a.given.map((setting) => [setting, settings[setting]])))
     if (!created) {
       // Without a record of what was applied last (a backend without it, or an account the file just
       // took over), the file's values are applied.
       const last = await store.appliedConfig?.get(a.id)
-      const previous = (last ? JSON.parse(last) : {}) as Record<string, unknown>
-      const patch = Object.fromEntries(
-        Object.entries(fromFile).filter(
-          ([field, value]) => canonicalJson(previous[field]) !== canonicalJson(value),
-        ),
+      const previous = toFields((last ? JSON.parse(last) : {}) as Record<string, unknown>)
+      const changed = Object.entries(fromFile).filter(
+        ([field, value]) => canonicalJson(previous[field]) !== canonicalJson(value),
       )
-      if (Object.keys(patch).length > 0) await store.accounts.update(a.id, patch)
+      const account = changed.length > 0 ? await store.accounts.get(a.id) : null
+      if (account) {
+        const patch: Record<string, unknown> = {}
+        for (const [field, value] of changed) {
+          const dot = field.indexOf('.')
+          if (dot < 0) patch[field] = value
+          else {
+            // One entry of a setting: the account's other entries stay.
+            const setting = field.slice(0, dot) as 'modelDiscountsPpm' | 'rateLimits'
+            patch[setting] = {
+              ...account[setting],
+              ...(patch[setting] as object),
+              [field.slice(dot + 1)]: value,
+            }
+          }
+        }
+        await store.accounts.update(a.id, patch)
+      }
     }
     await store.appliedConfig?.set(a.id, canonicalJson(fromFile))
     // The file's webhook secret wins at every start (rotate it there, or leave it out and use the admin API).
