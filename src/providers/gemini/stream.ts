@@ -109,9 +109,6 @@ export function createChunkTranslator(
       )
       // The signature rides on the call's first piece, as on a whole call (readParts).
       if (part.thoughtSignature) out.push(toChunk(signatureDetail(part.thoughtSignature, callId, state)))
-    } else if (call.name !== undefined) {
-      state.violation ??= `function call ${call.name} opened before the previous one closed`
-      return out
     }
     const problem = state.openCall.args.apply(call.partialArgs ?? [])
     if (problem !== undefined) {
@@ -132,10 +129,15 @@ export function createChunkTranslator(
     }
     for (const part of parts) {
       const call = part.functionCall
+      // A new call closes the one still open (the `{}` that should have closed it never came).
+      if (state.openCall && call?.name !== undefined) {
+        flush()
+        out.push(...closeCall())
+      }
       const piece =
         call !== undefined &&
         (call.willContinue !== undefined || call.partialArgs !== undefined || call.name === undefined)
-      if (piece || (state.openCall && call !== undefined)) {
+      if (piece) {
         flush()
         out.push(...onStreamedCall(part))
         if (state.violation !== undefined) return out

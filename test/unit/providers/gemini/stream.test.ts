@@ -96,6 +96,26 @@ describe('Gemini stream translation', () => {
     expect(whole.usage).toMatchObject({ prompt_tokens: 40, completion_tokens: 140 })
   })
 
+  it('closes a streamed call that a new call follows without its closing piece', () => {
+    const part = (functionCall: Record<string, unknown>) => ({ functionCall })
+    const event = (parts: object[], finishReason?: string) =>
+      geminiResponseSchema.parse({
+        candidates: [{ content: { parts }, ...(finishReason ? { finishReason } : {}) }],
+      })
+    const whole = reassemble(
+      run([
+        event([part({ name: 'first', willContinue: true })]),
+        event([part({ partialArgs: [{ jsonPath: '$.n', numberValue: 1 }], willContinue: true })]),
+        event([part({ name: 'second', args: { m: 2 } })], 'STOP'),
+      ]),
+    )
+    expect(whole.calls).toEqual([
+      { id: 'call_0_first', name: 'first', arguments: '{"n":1}' },
+      { id: 'call_1_second', name: 'second', arguments: '{"m":2}' },
+    ])
+    expect(whole.finish).toBe('tool_calls')
+  })
+
   it('stops at streamed arguments that cannot be assembled, with a violation', async () => {
     const translate = createChunkTranslator(meta)
     const events = await parsedEvents('vertex-streamed-args.sse')
