@@ -185,8 +185,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // onResponse when the answer was written whole; for a client gone first (Fastify runs no onResponse
   // then), as status 499 once the route is done with it (the generation settled, see onRequest).
   const logRequest = (request: FastifyRequest, reply: FastifyReply): void => {
-    const facts = request.junction
-    if (!facts || facts.logged) return
+    // Facts are set by onRequest; a request refused before it (a malformed URL) has none.
+    const facts = (request.junction ??= {})
+    if (facts.logged) return
     facts.logged = true
     const r = facts.record ?? undefined
     const route = request.routeOptions.url ?? 'unmatched'
