@@ -20,6 +20,7 @@ import { metricsRoutes } from './routes/metrics.ts'
 import { continueTrace, type TraceContext } from './http/tracing.ts'
 import type { GenerationRecord } from './store/types.ts'
 import { toUsd } from './billing/money.ts'
+import { finished } from 'node:stream'
 import { modelsRoutes } from './routes/models.ts'
 import { predictionsRoutes } from './routes/predictions.ts'
 import { outputsRoutes } from './routes/outputs.ts'
@@ -39,6 +40,12 @@ declare module 'fastify' {
 export interface RequestFacts {
   trace?: TraceContext
   record?: GenerationRecord | null
+  /** The streamed body being sent, if any (its end comes after the generation is settled). */
+  body?: NodeJS.ReadableStream
+  /** The client closed the connection before the whole answer was written. */
+  aborted?: boolean
+  /** The request's line was written (exactly once, whichever way it ended). */
+  logged?: boolean
 }
 
 const requestIdPattern = /^[0-9a-f]{32}$/
@@ -50,6 +57,9 @@ const requestIdPattern = /^[0-9a-f]{32}$/
 function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply): void {
   if (!request.raw.complete) reply.header('connection', 'close')
 }
+
+const isStream = (payload: unknown): payload is NodeJS.ReadableStream =>
+  typeof (payload as { pipe?: unknown } | null)?.pipe === 'function'
 
 /** Builds the HTTP app. Never listens: server.ts does, tests use inject or listen on port 0. */
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
@@ -112,6 +122,14 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     // server.ts waits for this to reach 0 after SIGTERM; 'close' comes after the answer or an abort.
     deps.lifecycle.inFlight++
     reply.raw.once('close', decrementInFlight)
+    reply.raw.once('close', () => {
+      if (reply.raw.writableFinished) return
+      // The client went before the answer's end. A stream's generator settles the generation in its
+      // `finally` before the body stream closes; a route still running is logged when it sends.
+      request.junction.aborted = true
+      const body = request.junction.body
+      if (body) finished(body, () => logRequest(request, reply))
+    })
     if (deps.lifecycle.draining) {
       // Kept-alive clients learn to go elsewhere; /healthz still answers (the process is alive).
       reply.header('connection', 'close')
@@ -146,7 +164,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       request.log.info('client closed the connection before the answer')
       return reply.code(499).send()
     }
-    if (e.status >= 500 && e.code !== 'server_busy') {
+    // Refusals that are the gateway's normal state (busy, draining) are not faults: info, no stack.
+    if (e.status >= 500 && e.code !== 'server_busy' && e.code !== 'shutting_down') {
       request.log.error({ err, status: e.status, code: e.code }, 'request failed')
     } else request.log.info({ status: e.status, code: e.code, param: e.param }, 'request rejected')
     closeIfBodyUnread(request, reply)
@@ -162,11 +181,17 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     return reply.code(404).send(toErrorBody(e, request.id))
   })
 
-  // The request's one log line (info) and its metrics, once its answer ended or was cut.
-  app.addHook('onResponse', (request, reply, done) => {
-    const r = request.junction?.record ?? undefined
+  // The request's one log line (info) and its metrics, once its answer ended or was cut: from
+  // onResponse when the answer was written whole; for a client gone first (Fastify runs no onResponse
+  // then), as status 499 once the route is done with it (the generation settled, see onRequest).
+  const logRequest = (request: FastifyRequest, reply: FastifyReply): void => {
+    // Facts are set by onRequest; a request refused before it (a malformed URL) has none.
+    const facts = (request.junction ??= {})
+    if (facts.logged) return
+    facts.logged = true
+    const r = facts.record ?? undefined
     const route = request.routeOptions.url ?? 'unmatched'
-    const status = reply.statusCode
+    const status = facts.aborted ? 499 : reply.statusCode
     deps.metrics.requests.inc({ route, model: r?.model ?? '', provider: r?.provider ?? '', status })
     deps.metrics.duration.observe({ route }, reply.elapsedTime / 1000)
     request.log.info(
@@ -174,6 +199,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
         method: request.method,
         route,
         status,
+        ...(facts.aborted ? { aborted: true } : {}),
         ms: Math.round(reply.elapsedTime * 10) / 10,
         ...(r
           ? {
@@ -187,11 +213,22 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
               attempts: r.attempts?.length,
             }
           : {}),
-        ...(request.junction?.trace ? { traceId: request.junction.trace.traceId } : {}),
+        ...(facts.trace ? { traceId: facts.trace.traceId } : {}),
       },
       'request',
     )
+  }
+  app.addHook('onResponse', (request, reply, done) => {
+    logRequest(request, reply)
     done()
+  })
+  // A streamed body is remembered: a client gone mid-stream is logged once it has closed.
+  // A route still working when its client went is logged when it sends (the error handler's 499).
+  app.addHook('onSend', (request, reply, payload, done) => {
+    const facts = request.junction
+    if (facts?.aborted) logRequest(request, reply)
+    else if (facts && isStream(payload)) facts.body = payload
+    done(null, payload)
   })
 
   await app.register(healthRoutes, { deps })

@@ -10,7 +10,7 @@ import { compilePrice, type PriceTable } from './billing/prices.ts'
 import { buildModelTable } from './routing/model-table.ts'
 import { checkModelPrices } from './routing/price-check.ts'
 import { isWebhookSecret } from './tasks/webhook-signing.ts'
-import { toPpm, usd, type Money } from './billing/money.ts'
+import { toPpm, usd, usdRounded, type Money } from './billing/money.ts'
 import type { RateLimits } from './store/types.ts'
 
 // The only reader of process.env. Everything else receives a Config.
@@ -134,9 +134,17 @@ export interface AccountConfig {
   discountPpm: number
   modelDiscountsPpm: Record<string, number>
   rateLimits: RateLimits
+  /**
+   * The settings the file gives (its others take their defaults above, used only to create the
+   * account): only these are applied to an account that already exists.
+   */
+  given: AccountSetting[]
   /** The account's webhook signing secret (`whsec_…`), applied at every start; generated when absent. */
   webhookSecret?: string
 }
+
+/** The account settings a config file can set, by their AccountConfig names. */
+export type AccountSetting = 'name' | 'discountPpm' | 'modelDiscountsPpm' | 'rateLimits'
 
 /** Where the state lives: `GATEWAY_DATABASE_URL` or the config file's `database.url`. */
 export type DatabaseBackend =
@@ -410,10 +418,12 @@ const accountSchema = z
     keys: z.array(keySchema).min(1),
     /** USD the account starts with. */
     credits: z.number().min(0).max(1e9).default(0),
+    // No defaults below: an unset field must stay unset, so it is not applied over an existing
+    // account's (admin-made) value. The defaults are applied when the account is created.
     /** 0.75 = 75 % off the upstream cost. */
-    discountPercent: rate.default(0),
-    modelDiscounts: z.record(z.string(), rate).default({}),
-    rateLimits: rateLimitsSchema.default({}),
+    discountPercent: rate.optional(),
+    modelDiscounts: z.record(z.string(), rate).optional(),
+    rateLimits: rateLimitsSchema.optional(),
     /** Standard Webhooks secret signing this account's prediction webhooks. */
     webhookSecret: z
       .string()
@@ -607,10 +617,22 @@ export function loadConfig(
         ? { sha256: hashKey(k), prefix: k.slice(0, KEY_PREFIX_LENGTH) }
         : { sha256: k.sha256 },
     ),
-    initialCredits: usd(a.credits),
-    discountPpm: toPpm(a.discountPercent),
-    modelDiscountsPpm: Object.fromEntries(Object.entries(a.modelDiscounts).map(([m, r]) => [m, toPpm(r)])),
-    rateLimits: a.rateLimits,
+    initialCredits: usdRounded(a.credits),
+    discountPpm: toPpm(a.discountPercent ?? 0),
+    modelDiscountsPpm: Object.fromEntries(
+      Object.entries(a.modelDiscounts ?? {}).map(([m, r]) => [m, toPpm(r)]),
+    ),
+    rateLimits: a.rateLimits ?? {},
+    given: (
+      [
+        ['name', a.name],
+        ['discountPpm', a.discountPercent],
+        ['modelDiscountsPpm', a.modelDiscounts],
+        ['rateLimits', a.rateLimits],
+      ] as const
+    )
+      .filter(([, value]) => value !== undefined)
+      .map(([setting]) => setting),
     webhookSecret: a.webhookSecret,
   }))
   let devAccount = false
@@ -626,6 +648,7 @@ export function loadConfig(
       discountPpm: 0,
       modelDiscountsPpm: {},
       rateLimits: {},
+      given: ['name', 'discountPpm', 'modelDiscountsPpm', 'rateLimits'],
     })
     devAccount = true
   }

@@ -1,6 +1,6 @@
 import { canonicalJson } from './canonical-json.ts'
 import type { Logger as PinoLogger } from 'pino'
-import type { Config } from './config.ts'
+import { DEV_KEY, hashKey, type Config } from './config.ts'
 import { ids as defaultIds, type Ids } from './ids.ts'
 import { createLogger } from './logger.ts'
 import { createProviderRegistry, type ProviderRegistry } from './providers/registry.ts'
@@ -85,33 +85,68 @@ export interface DepsOverrides {
   background?: boolean
 }
 
+/** Settings made of entries, each entry its own field: one model's discount, one of the rate limits. */
+const entrySettings = new Set(['modelDiscountsPpm', 'rateLimits'])
+
+/**
+ * An account's settings as fields (`name`, `discountPpm`, `modelDiscountsPpm.<slug>`,
+ * `rateLimits.requestsPerMinute`, …). Also reads the applied-config records of earlier versions,
+ * which kept the two entry settings whole.
+ */
+function toFields(settings: Record<string, unknown>): Record<string, unknown> {
+  const fields: Record<string, unknown> = {}
+  for (const [setting, value] of Object.entries(settings)) {
+    if (entrySettings.has(setting) && value !== null && typeof value === 'object') {
+      for (const [entry, v] of Object.entries(value)) fields[`${setting}.${entry}`] = v
+    } else fields[setting] = value
+  }
+  return fields
+}
+
 /**
  * Accounts of the config file enter the store at start-up. The rule (README, Storage): a new account is
- * created with the file's credits as its opening balance; for an existing one, each field the file
- * sets (name, discount, model discounts, rate limits) is applied only when the file's value changed
- * since the last start, so what the admin API changed survives restarts until the file changes that
- * field. Credits in the file are opening credits only. The file's keys are (re-)added.
+ * created with the file's credits as its opening balance and its settings (defaults for those it
+ * leaves out); for an existing one, only the fields the file sets (name, discount, each model's
+ * discount, each rate limit) are applied, and each only when the file's value changed since the last
+ * start, so what the admin API changed survives restarts until the file changes that field. Credits
+ * in the file are opening credits only. The file's keys are (re-)added.
  */
 async function seedAccounts(config: Config, store: Store, now: number): Promise<void> {
   for (const a of config.accounts) {
-    const fromFile = {
+    const settings = {
       name: a.name,
       discountPpm: a.discountPpm,
       modelDiscountsPpm: a.modelDiscountsPpm,
       rateLimits: a.rateLimits,
     }
-    const created = await store.accounts.create({ id: a.id, createdAt: now, ...fromFile }, a.initialCredits)
+    const created = await store.accounts.create({ id: a.id, createdAt: now, ...settings }, a.initialCredits)
+    const fromFile = toFields(Object.fromEntries(a.given.map((setting) => [setting, settings[setting]])))
     if (!created) {
       // Without a record of what was applied last (a backend without it, or an account the file just
       // took over), the file's values are applied.
       const last = await store.appliedConfig?.get(a.id)
-      const previous = (last ? JSON.parse(last) : {}) as Record<string, unknown>
-      const patch = Object.fromEntries(
-        Object.entries(fromFile).filter(
-          ([field, value]) => canonicalJson(previous[field]) !== canonicalJson(value),
-        ),
+      const previous = toFields((last ? JSON.parse(last) : {}) as Record<string, unknown>)
+      const changed = Object.entries(fromFile).filter(
+        ([field, value]) => canonicalJson(previous[field]) !== canonicalJson(value),
       )
-      if (Object.keys(patch).length > 0) await store.accounts.update(a.id, patch)
+      const account = changed.length > 0 ? await store.accounts.get(a.id) : null
+      if (account) {
+        const patch: Record<string, unknown> = {}
+        for (const [field, value] of changed) {
+          const dot = field.indexOf('.')
+          if (dot < 0) patch[field] = value
+          else {
+            // One entry of a setting: the account's other entries stay.
+            const setting = field.slice(0, dot) as 'modelDiscountsPpm' | 'rateLimits'
+            patch[setting] = {
+              ...account[setting],
+              ...(patch[setting] as object),
+              [field.slice(dot + 1)]: value,
+            }
+          }
+        }
+        await store.accounts.update(a.id, patch)
+      }
     }
     await store.appliedConfig?.set(a.id, canonicalJson(fromFile))
     // The file's webhook secret wins at every start (rotate it there, or leave it out and use the admin API).
@@ -130,11 +165,33 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
   }
 }
 
+/**
+ * The development key exists only while no account is configured: a database first started without
+ * accounts keeps `sk-dev` (and its $100), so once accounts are configured (always the case in
+ * production) the key is revoked in the store, and that is logged the one time it happens. The `dev`
+ * account and its records stay; only a config file that lists the key itself keeps it.
+ */
+async function revokeDevKey(config: Config, store: Store, log: PinoLogger): Promise<void> {
+  if (config.devAccount) return
+  const devHash = hashKey(DEV_KEY)
+  if (config.accounts.some((a) => a.keys.some((k) => k.sha256 === devHash))) return
+  const owner = await store.accounts.findByKeyHash(devHash)
+  if (!owner) return
+  for (const key of await store.accounts.listKeys(owner.id)) {
+    if (key.hash === devHash) await store.accounts.removeKey(owner.id, key.id)
+  }
+  log.warn(
+    { account: owner.id },
+    'accounts are configured: the development key sk-dev is revoked (it was left from a start without accounts)',
+  )
+}
+
 export async function createDeps(config: Config, overrides: DepsOverrides = {}): Promise<Deps> {
   const now = overrides.now ?? Date.now
   const log = overrides.log ?? createLogger(config.server.logLevel)
   const store = overrides.store ?? (await createStore(config.database, { log }))
   await seedAccounts(config, store, now())
+  await revokeDevKey(config, store, log)
   const providers = createProviderRegistry(config, { now })
   const models = buildModelTable(config)
   const health = createHealth(config.routing, now)

@@ -25,6 +25,20 @@ export function usd(amount: number | string): Money {
   return sign ? -value : value
 }
 
+/**
+ * A USD amount (a JSON number) to the nearest picodollar, half away from zero: for amounts a client
+ * computed in floating point (0.1 + 0.2 = 0.30000000000000004), where `usd` would refuse the 17 decimals.
+ */
+export function usdRounded(amount: number): Money {
+  const text = numberToPlain(amount)
+  const m = /^(-?\d+)\.(\d+)$/.exec(text)
+  const frac = m?.[2]
+  if (!m?.[1] || frac === undefined || frac.length <= DECIMALS) return usd(text)
+  const truncated = usd(`${m[1]}.${frac.slice(0, DECIMALS)}`)
+  if (Number(frac[DECIMALS]) < 5) return truncated
+  return truncated + (text.startsWith('-') ? -1n : 1n)
+}
+
 /** Number → plain decimal text, also for values JavaScript prints in exponent form (1e-7). */
 function numberToPlain(n: number): string {
   if (!Number.isFinite(n)) throw new RangeError(`not a finite amount: ${n}`)

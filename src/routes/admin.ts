@@ -4,7 +4,7 @@ import { z } from 'zod'
 import { discountRateSchema as rate } from '../schemas/billing.ts'
 import { hashKey, KEY_PREFIX_LENGTH } from '../config.ts'
 import { toGenerationBody } from '../billing/generation.ts'
-import { fromPpm, toPpm, toUsd, usd } from '../billing/money.ts'
+import { fromPpm, toPpm, toUsd, usdRounded } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
 import type { Account } from '../store/types.ts'
@@ -27,7 +27,8 @@ const createAccountBody = z
       .regex(/^[A-Za-z0-9_.-]{1,64}$/)
       .optional(),
     name: z.string().min(1).max(200).optional(),
-    credits: z.number().min(0).max(1e9).optional(),
+    // Rounded to the picodollar (1e-12 USD), as `amount` of the credits route.
+    credits: z.number().min(0).max(1e9).transform(usdRounded).optional(),
     discount_percent: rate.optional(),
     rate_limits: rateLimitsBody.optional(),
   })
@@ -36,7 +37,12 @@ const createAccountBody = z
 const creditsBody = z
   .object({
     // Credits are only added: a negative amount would let an operator's typo take an account below zero.
-    amount: z.number().positive('must be above zero (credits are only added)').max(1e9),
+    // Rounded to the picodollar (1e-12 USD), the ledger's unit: an amount that rounds to zero is refused.
+    amount: z
+      .number()
+      .max(1e9)
+      .transform(usdRounded)
+      .refine((m) => m > 0n, 'must be at least one picodollar, 1e-12 (credits are only added)'),
   })
   .strict()
 const webhookSecretBody = z
@@ -56,8 +62,9 @@ const pageQuery = z.object({
   before: z.string().min(1).max(200).optional(),
 })
 
+/** No body at all is `{}`; any other JSON that is not an object (`null`, `[]`, `1`) is a 400. */
 function parse<T>(schema: z.ZodType<T>, value: unknown): T {
-  const r = schema.safeParse(value ?? {}, { reportInput: true })
+  const r = schema.safeParse(value === undefined ? {} : value, { reportInput: true })
   if (!r.success) throw fromZodError(r.error)
   return r.data
 }
@@ -131,7 +138,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
         tokensPerMinute: body.rate_limits?.tokens_per_minute ?? undefined,
       },
     }
-    if (!(await store.accounts.create(account, usd(body.credits ?? 0)))) {
+    if (!(await store.accounts.create(account, body.credits ?? 0n))) {
       throw new GatewayError('account_exists', `account ${account.id} already exists`, {
         param: 'id',
       })
@@ -198,7 +205,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
   app.post<{ Params: { id: string } }>('/admin/accounts/:id/credits', async (request) => {
     const account = await mustGet(request.params.id)
     const { amount } = parse(creditsBody, request.body)
-    await store.ledger.addCredits(account.id, usd(amount), deps.now())
+    await store.ledger.addCredits(account.id, amount, deps.now())
     return (await accountView(account)).credits
   })
 
@@ -236,7 +243,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
   // the secret in force when they are sent.
   app.put<{ Params: { id: string } }>('/admin/accounts/:id/webhook-secret', async (request) => {
     const account = await mustGet(request.params.id)
-    const body = parse(webhookSecretBody, request.body ?? {})
+    const body = parse(webhookSecretBody, request.body)
     if (body.secret === undefined) {
       return { object: 'webhook_secret', secret: await deps.webhookSecrets.rotate(account.id) }
     }

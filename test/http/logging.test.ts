@@ -61,4 +61,26 @@ describe('logs', () => {
     expect(all).not.toContain('sk-wrong-key-zzzzzzzz')
     expect(all.toLowerCase()).not.toContain('bearer')
   })
+
+  it('log a 503 shutting_down at info, without a stack trace', async () => {
+    const before = lines.length
+    gw.deps.lifecycle.draining = true
+    try {
+      const res = await gw.app.inject({
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { authorization: `Bearer ${clientKey}` },
+        payload: { model: 'mock/chat', messages: [{ role: 'user', content: 'hi' }] },
+      })
+      expect(res.statusCode).toBe(503)
+      expect(res.json().error.code).toBe('shutting_down')
+    } finally {
+      gw.deps.lifecycle.draining = false
+    }
+    const written = lines.slice(before).map((l) => JSON.parse(l) as Record<string, unknown>)
+    const refusal = written.find((l) => l.code === 'shutting_down')
+    expect(refusal).toMatchObject({ level: 30, status: 503, code: 'shutting_down' })
+    expect(written.some((l) => (l.level as number) >= 50)).toBe(false)
+    expect(JSON.stringify(written)).not.toContain('stack')
+  })
 })

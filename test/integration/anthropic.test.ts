@@ -610,6 +610,14 @@ describe('Anthropic recorded defects, through the gateway with the SDK', () => {
     expect(chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []).filter((t) => t.id)).toHaveLength(1)
   })
 
+  it('a repeated message_start with the open message’s id is ignored: the answer streams whole', async () => {
+    const { client } = await setup(sse('duplicate-message-start.sse'))
+    const { chunks, error } = await readSdkStream(client.chat.completions.create({ ...ask, stream: true }))
+    expect(error).toBeUndefined()
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('Hello again!')
+    expect(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean)).toEqual(['stop'])
+  })
+
   it('reports Anthropic’s thinking tokens (blocking and streamed)', async () => {
     const blocking = await setup(json('thinking-tokens.json'))
     const answer = await blocking.client.chat.completions.create(ask)

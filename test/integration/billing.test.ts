@@ -393,6 +393,33 @@ describe('admin API', () => {
     expect((await json(get(g, '/admin/accounts/acme', admin))).credits.total_credits).toBe(3.75)
   })
 
+  it('rounds amounts with more than 12 decimals to the picodollar; one that rounds to zero is a 400', async () => {
+    const g = await gateway()
+    // A client's float sum: 17 decimals, meant as 0.3.
+    const created = await post(g, '/admin/accounts', { id: 'floaty', credits: 0.1 + 0.2 }, admin)
+    expect((await json(created)).credits.total_credits).toBe(0.3)
+    // 1.0000000000005 is half a picodollar above one picodollar's step: rounded up.
+    const topUp = await post(g, '/admin/accounts/floaty/credits', { amount: 1.0000000000005 }, admin)
+    expect(topUp.status).toBe(200)
+    expect((await json(get(g, '/admin/accounts/floaty', admin))).credits.total_credits).toBe(1.300000000001)
+    const dust = await post(g, '/admin/accounts/floaty/credits', { amount: 4e-13 }, admin)
+    expect(dust.status).toBe(400)
+    expect((await json(dust)).error).toMatchObject({ type: 'invalid_request_error', param: 'amount' })
+    expect((await json(get(g, '/admin/accounts/floaty', admin))).credits.total_credits).toBe(1.300000000001)
+  })
+
+  it('refuses a JSON body that is not an object (null creates no account)', async () => {
+    const g = await gateway()
+    const before = (await json(get(g, '/admin/accounts', admin))).data.length
+    for (const body of [null, [], 1]) {
+      const res = await post(g, '/admin/accounts', body, admin)
+      expect(res.status).toBe(400)
+      expect((await json(res)).error.type).toBe('invalid_request_error')
+    }
+    expect((await post(g, '/admin/accounts/dev/credits', null, admin)).status).toBe(400)
+    expect((await json(get(g, '/admin/accounts', admin))).data).toHaveLength(before)
+  })
+
   it('shows the rate limits in force (inherited ones marked) and the prefix of config-file keys', async () => {
     const g = await gateway({
       limits: { rateLimits: { requestsPerMinute: 1200 } },

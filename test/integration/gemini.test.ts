@@ -396,6 +396,35 @@ describe('Gemini behind the OpenAI API: streaming', () => {
     })
   })
 
+  it('assembles function-call arguments Vertex streams in pieces (partialArgs, willContinue)', async () => {
+    const { client } = await setup({
+      [streamGenerate('gemini-3-pro-preview')]: sse('vertex-streamed-args.sse'),
+    })
+    const final = await client.chat.completions
+      .stream({
+        model: PRO3,
+        messages: [{ role: 'user', content: 'Lasagna, then a timer' }],
+        tools: [weatherTool],
+        stream_options: { include_usage: true },
+      })
+      .finalChatCompletion()
+    const choice = final.choices[0]!
+    expect(choice.finish_reason).toBe('tool_calls')
+    const calls = (choice.message.tool_calls ?? []) as OpenAI.Chat.ChatCompletionMessageFunctionToolCall[]
+    expect(calls.map((t) => [t.id, t.function.name])).toEqual([
+      ['call_0_cook_recipe', 'cook_recipe'],
+      ['call_1_set_timer', 'set_timer'],
+    ])
+    expect(JSON.parse(calls[0]!.function.arguments)).toMatchObject({
+      recipe: {
+        name: 'Lasagna "al forno"',
+        ingredients: [{ name: 'Noodles', grams: 500 }, { name: 'Ricotta' }],
+      },
+    })
+    expect(calls[1]!.function.arguments).toBe('{"minutes":45}')
+    expect(final.usage).toMatchObject({ prompt_tokens: 40, completion_tokens: 140 })
+  })
+
   it('reports a stream cut before its last event as an error', async () => {
     const { client } = await setup({
       [streamGenerate('gemini-2.5-flash')]: sse('text.sse', { cutAfter: 2 }),

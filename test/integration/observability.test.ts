@@ -31,6 +31,23 @@ async function setup() {
   const failing = await startFakeUpstream({
     'POST /v1/chat/completions': (_req, res) => sendJson(res, 503, { error: { message: 'busy' } }),
   })
+  // Streams one chunk then holds until its client (the gateway) goes; a blocking call just holds.
+  const held = await startFakeUpstream({
+    'POST /v1/chat/completions': async (req, res) => {
+      if ((req.body as { stream?: boolean }).stream) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        const chunk = {
+          id: 'chatcmpl-held',
+          object: 'chat.completion.chunk',
+          created: 1_700_000_000,
+          model: 'm',
+          choices: [{ index: 0, delta: { role: 'assistant', content: 'first ' }, finish_reason: null }],
+        }
+        res.write(`data: ${JSON.stringify(chunk)}\n\n`)
+      }
+      await new Promise((resolve) => res.once('close', resolve))
+    },
+  })
   const lines: Record<string, unknown>[] = []
   const sink = new Writable({
     write(chunk, _enc, cb) {
@@ -45,10 +62,12 @@ async function setup() {
       providers: {
         up: { kind: 'openai-compat', baseUrl: `${fake.origin}/v1` },
         down: { kind: 'openai-compat', baseUrl: `${failing.origin}/v1`, retry: { attemptsPerDeployment: 1 } },
+        held: { kind: 'openai-compat', baseUrl: `${held.origin}/v1` },
       },
       models: [
         { slug: 'team/chat', provider: 'up', upstreamModel: 'm', pricing: { prompt: 1, completion: 2 } },
         { slug: 'team/down', provider: 'down', upstreamModel: 'm' },
+        { slug: 'team/held', provider: 'held', upstreamModel: 'm', pricing: { prompt: 1, completion: 2 } },
       ],
     },
     overrides: { log: createLogger('info', sink) },
@@ -56,13 +75,20 @@ async function setup() {
   closers.push(
     () => fake.close(),
     () => failing.close(),
+    () => held.close(),
     () => gw.close(),
   )
-  const chat = (model: string, headers: Record<string, string> = {}, more: Record<string, unknown> = {}) =>
+  const chat = (
+    model: string,
+    headers: Record<string, string> = {},
+    more: Record<string, unknown> = {},
+    signal?: AbortSignal,
+  ) =>
     fetch(`${gw.origin}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: 'Bearer sk-dev', 'content-type': 'application/json', ...headers },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], ...more }),
+      signal,
     })
   return { fake, gw, lines, chat }
 }
@@ -91,6 +117,46 @@ describe('observability', () => {
     expect(typeof requestLines[0]!.ms).toBe('number')
     // Fastify's own two lines per request are off.
     expect(lines.some((l) => l.msg === 'incoming request' || l.msg === 'request completed')).toBe(false)
+  })
+
+  it('writes the line and counts the metrics of a stream, or a blocking call, its client abandons (499)', async () => {
+    const { gw, lines, chat } = await setup()
+    const aborted = new AbortController()
+    const res = await chat('team/held', {}, { stream: true }, aborted.signal)
+    const id = res.headers.get('x-generation-id')
+    const reader = res.body!.getReader()
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('first ')
+    aborted.abort()
+    await expect.poll(() => lines.filter((l) => l.msg === 'request').length).toBe(1)
+    expect(lines.find((l) => l.msg === 'request')).toMatchObject({
+      route: '/v1/chat/completions',
+      status: 499,
+      aborted: true,
+      generationId: id,
+      model: 'team/held',
+      provider: 'held',
+    })
+
+    // A blocking call abandoned while the upstream still thinks.
+    const gone = new AbortController()
+    const pending = chat('team/held', {}, {}, gone.signal).catch(() => 'aborted')
+    await expect.poll(() => gw.deps.lifecycle.inFlight).toBe(1)
+    gone.abort()
+    expect(await pending).toBe('aborted')
+    await expect.poll(() => lines.filter((l) => l.msg === 'request').length).toBe(2)
+    expect(lines.filter((l) => l.msg === 'request')[1]).toMatchObject({
+      status: 499,
+      aborted: true,
+      model: 'team/held',
+    })
+
+    const text = await (
+      await fetch(`${gw.origin}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).text()
+    expect(text).toMatch(
+      /junction_requests_total\{route="\/v1\/chat\/completions",model="team\/held",provider="held",status="499"\} 2/,
+    )
+    expect(text).toMatch(/junction_open_streams 0/)
   })
 
   it('continues the client’s trace to the upstream, with its own span, and logs the trace id', async () => {

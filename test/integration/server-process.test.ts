@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -192,6 +192,23 @@ describe('the server process', () => {
     await s.printed(/grace period over/)
     const [code] = await exited
     expect(code).toBe(0)
+  })
+
+  it('on SIGTERM writes its last log line before it exits, on the default SQLite store too', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'junction-stop-'))
+    try {
+      // The SQLite store's checkpoint thread does not hold the process: the stop must, until its end.
+      const s = await start({ GATEWAY_DATABASE_URL: `sqlite:${join(dir, 'junction.db')}` })
+      const exited = once(s.child, 'exit')
+      const drained = once(s.child.stdout!, 'close')
+      s.child.kill('SIGTERM')
+      const [[code]] = (await Promise.all([exited, drained])) as [[number | null], unknown]
+      expect(code).toBe(0)
+      const lines = s.output().trimEnd().split('\n')
+      expect(JSON.parse(lines.at(-1)!)).toMatchObject({ msg: 'stopped' })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('refuses to start in production without accounts', async () => {

@@ -115,4 +115,38 @@ describe('config accounts applied at start', () => {
     const fourth = await start(db, account({ keys: ['sk-acme-key-1', 'sk-acme-key-2'] }))
     expect(fourth.keys).toHaveLength(2)
   })
+
+  it('applies one model discount or one rate limit without touching the others the admin set', async () => {
+    const db = `sqlite:${join(dir, 'entries.db')}`
+    const bare = { id: 'acme', keys: ['sk-acme-key-1'] }
+    await start(db, bare, async (d) => {
+      await d.store.accounts.update('acme', {
+        modelDiscountsPpm: { 'mock/chat': 500_000 },
+        rateLimits: { requestsPerMinute: 2 },
+      })
+    })
+    const after = await start(db, {
+      ...bare,
+      modelDiscounts: { 'openai/gpt-4.1': 0.2 },
+      rateLimits: { tokensPerMinute: 1000 },
+    })
+    expect(after.account).toMatchObject({
+      discountPpm: 0,
+      modelDiscountsPpm: { 'mock/chat': 500_000, 'openai/gpt-4.1': 200_000 },
+      rateLimits: { requestsPerMinute: 2, tokensPerMinute: 1000 },
+    })
+  })
+
+  it('reads the applied settings an earlier version recorded whole', async () => {
+    const db = `sqlite:${join(dir, 'earlier.db')}`
+    await start(db, account(), async (d) => {
+      // What an earlier version wrote, then an admin change of the rate limits.
+      await d.store.appliedConfig!.set(
+        'acme',
+        '{"discountPpm":100000,"modelDiscountsPpm":{},"name":"Acme","rateLimits":{"requestsPerMinute":60}}',
+      )
+      await d.store.accounts.update('acme', { rateLimits: { requestsPerMinute: 5 } })
+    })
+    expect((await start(db, account())).account?.rateLimits).toEqual({ requestsPerMinute: 5 })
+  })
 })

@@ -85,6 +85,31 @@ describe('loadConfig', () => {
     ])
   })
 
+  it('lists the account settings the file gives, defaults only for creation; credits to the picodollar', () => {
+    const c = withFile({
+      accounts: [
+        { id: 'bare', keys: ['sk-bare-0001'], credits: 0.1 + 0.2 },
+        {
+          id: 'full',
+          name: 'Full',
+          keys: ['sk-full-0001'],
+          discountPercent: 0.1,
+          modelDiscounts: { 'mock/chat': 0.5 },
+          rateLimits: { requestsPerMinute: 2 },
+        },
+      ],
+    })
+    expect(c.accounts[0]).toMatchObject({
+      name: 'bare',
+      discountPpm: 0,
+      modelDiscountsPpm: {},
+      rateLimits: {},
+      given: [],
+      initialCredits: 300_000_000_000n,
+    })
+    expect(c.accounts[1]?.given).toEqual(['name', 'discountPpm', 'modelDiscountsPpm', 'rateLimits'])
+  })
+
   it('declares providers and models, key taken from the named environment variable', () => {
     const c = withFile(
       {

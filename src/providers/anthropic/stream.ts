@@ -15,9 +15,11 @@ import type { AnthropicEvent, AnthropicResponseBlock, AnthropicStopDetails, Anth
 // Sequence: message_start, then per content block content_block_start / _delta… / _stop, then
 // message_delta (stop_reason, final usage) and message_stop; ping anywhere.
 // https://docs.anthropic.com/en/docs/build-with-claude/streaming
-// A sequence out of that order (an event before message_start, a second message_start before
-// message_stop, a delta for a block never opened, message_stop without a stop reason) is recorded as
-// `state.violation`; the adapter ends the stream with an error instead of passing off a wrong answer.
+// A sequence out of that order (an event before message_start, a message_start of another message
+// before message_stop, a delta for a block never opened, message_stop without a stop reason) is
+// recorded as `state.violation`; the adapter ends the stream with an error instead of passing off a
+// wrong answer. A message_start repeating the open message's id is a resend, not a second message: it
+// is ignored (the AI SDK's Anthropic provider tests expect exactly that of a duplicate).
 
 interface OpenBlock {
   type: string
@@ -35,6 +37,8 @@ interface OpenBlock {
 export interface AnthropicStreamState {
   /** message_start seen. */
   started: boolean
+  /** The id message_start gave the open message (a repeat of it is ignored). */
+  messageId?: string
   /** message_delta with a stop_reason seen: the answer is complete. */
   finishReason: FinishReason | null
   /** message_stop seen. */
@@ -113,9 +117,13 @@ export function createChunkTranslator(
   const translate = (event: AnthropicEvent): ChatChunk[] => {
     switch (event.type) {
       case 'message_start': {
-        if (state.started && !state.stopped) return violate('a second message_start before message_stop')
+        if (state.started && !state.stopped) {
+          if (event.message.id === state.messageId) return []
+          return violate('a second message_start before message_stop')
+        }
         if (state.stopped) return violate('message_start after message_stop')
         state.started = true
+        state.messageId = event.message.id
         id = event.message.id || id
         mergeUsage(event.message.usage)
         const out = [chunk({ role: 'assistant', content: '' })]

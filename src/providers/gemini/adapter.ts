@@ -66,7 +66,11 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
           if (!parsed.success) {
             throw malformedUpstream(call, 'stream event is not a GenerateContentResponse', parsed.error)
           }
-          return { chunks: translate(parsed.data) }
+          const chunks = translate(parsed.data)
+          // Streamed arguments that cannot be assembled: an upstream error, never a wrong call.
+          const violation = translate.state.violation
+          if (violation !== undefined) throw malformedUpstream(call, `function call stream: ${violation}`)
+          return { chunks }
         },
         {
           // Gemini has no end marker: the last event carries finishReason. Without one the stream was cut.

@@ -93,14 +93,16 @@ export function readParts(
     out.push(...flushThought(state))
     if (part.functionCall) {
       const index = state.toolCalls++
-      const id = part.functionCall.id || toolCallId(index, part.functionCall.name)
+      // A call without a name is a piece of streamed arguments, which stream.ts assembles first.
+      const name = part.functionCall.name ?? ''
+      const id = part.functionCall.id || toolCallId(index, name)
       out.push({
         type: 'tool_call',
         index,
         call: {
           id,
           type: 'function',
-          function: { name: part.functionCall.name, arguments: JSON.stringify(part.functionCall.args ?? {}) },
+          function: { name, arguments: JSON.stringify(part.functionCall.args ?? {}) },
         },
       })
       if (part.thoughtSignature) out.push(signatureDetail(part.thoughtSignature, id, state))
@@ -125,7 +127,8 @@ export function flushThought(state: PartState): PartEvent[] {
   return [{ type: 'detail', detail }]
 }
 
-function signatureDetail(data: string, id: string | undefined, state: PartState): PartEvent {
+/** A thoughtSignature as its `reasoning.encrypted` detail (with the id of the call it came on). */
+export function signatureDetail(data: string, id: string | undefined, state: PartState): PartEvent {
   const detail: ReasoningDetail = {
     type: 'reasoning.encrypted',
     data,

@@ -5,24 +5,33 @@ import {
   mapFinishReason,
   newPartState,
   readParts,
+  signatureDetail,
   toUsage,
   type PartEvent,
   type PartState,
   type TranslateOptions,
 } from './response.ts'
-import type { GeminiResponse, GeminiUsage } from './wire.ts'
+import { toolCallId } from './request.ts'
+import { createArgsAssembler, type ArgsAssembler } from './stream-args.ts'
+import type { GeminiResponse, GeminiResponsePart, GeminiUsage } from './wire.ts'
 
 // Gemini stream (`streamGenerateContent?alt=sse`) → OpenAI chunks, as they arrive. Each event is a
-// whole GenerateContentResponse holding the next parts; a function call comes whole in one part, so
-// its arguments go out in one delta. usageMetadata is cumulative (replace, don't add) and may come
-// in an event after the one with finishReason, so the usage chunk goes out at the end.
-// https://ai.google.dev/gemini-api/docs/text-generation#streaming-responses
+// whole GenerateContentResponse holding the next parts; a function call usually comes whole in one
+// part, so its arguments go out in one delta. Vertex AI can also stream a call's arguments in pieces
+// (`willContinue`, `partialArgs`): the call's id and name go out when it opens and its assembled
+// arguments in one delta when it closes (stream-args.ts). usageMetadata is cumulative (replace,
+// don't add) and may come in an event after the one with finishReason, so the usage chunk goes out
+// at the end. https://ai.google.dev/gemini-api/docs/text-generation#streaming-responses
 
 export interface GeminiStreamState extends PartState {
   started: boolean
   finishReason: FinishReason | null
   usage: GeminiUsage | undefined
   usageSent: boolean
+  /** A function call whose arguments are still arriving in pieces. */
+  openCall?: { index: number; args: ArgsAssembler }
+  /** The first piece of a streamed call that could not be assembled; nothing after it is translated. */
+  violation?: string
 }
 
 export interface GeminiChunkTranslator {
@@ -70,8 +79,84 @@ export function createChunkTranslator(
     }
   }
 
+  /** The closing delta of the open streamed call: its arguments, whole. */
+  const closeCall = (): ChatChunk[] => {
+    const open = state.openCall
+    if (!open) return []
+    state.openCall = undefined
+    const args = JSON.stringify(open.args.value)
+    return [chunk({ tool_calls: [{ index: open.index, function: { arguments: args } }] })]
+  }
+
+  /** A part of a call streamed in pieces: its opening, a piece of its arguments, or its end. */
+  const onStreamedCall = (part: GeminiResponsePart): ChatChunk[] => {
+    const call = part.functionCall ?? {}
+    const out: ChatChunk[] = []
+    if (!state.openCall) {
+      // A stray closing `{}` after a call closed carries nothing.
+      if (call.name === undefined) {
+        if (call.partialArgs?.length) state.violation ??= 'partialArgs outside a function call'
+        return out
+      }
+      out.push(...flushThought(state).map(toChunk))
+      const index = state.toolCalls++
+      const callId = call.id || toolCallId(index, call.name)
+      state.openCall = { index, args: createArgsAssembler(call.args ?? {}) }
+      out.push(
+        chunk({
+          tool_calls: [{ index, id: callId, type: 'function', function: { name: call.name, arguments: '' } }],
+        }),
+      )
+      // The signature rides on the call's first piece, as on a whole call (readParts).
+      if (part.thoughtSignature) out.push(toChunk(signatureDetail(part.thoughtSignature, callId, state)))
+    }
+    const problem = state.openCall.args.apply(call.partialArgs ?? [])
+    if (problem !== undefined) {
+      state.violation ??= problem
+      return out
+    }
+    if (call.willContinue !== true) out.push(...closeCall())
+    return out
+  }
+
+  /** Parts in order: whole ones through readParts, the pieces of a streamed call assembled here. */
+  const translateParts = (parts: GeminiResponsePart[]): ChatChunk[] => {
+    const out: ChatChunk[] = []
+    let whole: GeminiResponsePart[] = []
+    const flush = () => {
+      out.push(...readParts(whole, state, options).map(toChunk))
+      whole = []
+    }
+    for (const part of parts) {
+      const call = part.functionCall
+      // A new call closes the one still open (the `{}` that should have closed it never came).
+      if (state.openCall && call?.name !== undefined) {
+        flush()
+        out.push(...closeCall())
+      }
+      const piece =
+        call !== undefined &&
+        (call.willContinue !== undefined || call.partialArgs !== undefined || call.name === undefined)
+      if (piece) {
+        flush()
+        out.push(...onStreamedCall(part))
+        if (state.violation !== undefined) return out
+        continue
+      }
+      // Anything else ends a streamed call left open.
+      if (state.openCall) {
+        flush()
+        out.push(...closeCall())
+      }
+      whole.push(part)
+    }
+    flush()
+    return out
+  }
+
   const translate = (event: GeminiResponse): ChatChunk[] => {
     const out: ChatChunk[] = []
+    if (state.violation !== undefined) return out
     if (!state.started) {
       state.started = true
       id = event.responseId ?? id
@@ -80,8 +165,10 @@ export function createChunkTranslator(
     if (event.usageMetadata) state.usage = event.usageMetadata
     if (state.finishReason !== null) return out
     const candidate = event.candidates?.[0]
-    out.push(...readParts(candidate?.content?.parts ?? [], state, options).map(toChunk))
+    out.push(...translateParts(candidate?.content?.parts ?? []))
+    if (state.violation !== undefined) return out
     if (candidate?.finishReason) {
+      out.push(...closeCall())
       out.push(...flushThought(state).map(toChunk))
       state.finishReason = mapFinishReason(candidate.finishReason, state.toolCalls > 0)
       out.push(chunk({}, state.finishReason))

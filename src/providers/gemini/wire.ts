@@ -97,15 +97,28 @@ export interface GeminiEmbedRequest {
 // ---------------------------------------------------------------------------------------------
 // Response
 
+/** One piece of streamed function-call arguments (Vertex AI; see stream-args.ts). */
+const partialArgSchema = z.looseObject({
+  jsonPath: z.string(),
+  stringValue: z.string().optional(),
+  numberValue: z.number().optional(),
+  boolValue: z.boolean().optional(),
+  nullValue: z.unknown().optional(),
+  willContinue: z.boolean().optional(),
+})
+
 const partSchema = z.looseObject({
   text: z.string().optional(),
   thought: z.boolean().optional(),
   thoughtSignature: z.string().optional(),
   functionCall: z
     .looseObject({
-      name: z.string(),
+      // Absent on the pieces of a call whose arguments are streamed (partialArgs / willContinue).
+      name: z.string().optional(),
       args: z.record(z.string(), z.unknown()).nullable().optional(),
       id: z.string().optional(),
+      partialArgs: z.array(partialArgSchema).optional(),
+      willContinue: z.boolean().optional(),
     })
     .optional(),
 })
@@ -153,5 +166,6 @@ export const geminiErrorBodySchema = z.looseObject({
 
 export type GeminiResponse = z.infer<typeof geminiResponseSchema>
 export type GeminiResponsePart = z.infer<typeof partSchema>
+export type GeminiPartialArg = z.infer<typeof partialArgSchema>
 export type GeminiUsage = z.infer<typeof geminiUsageSchema>
 export type GeminiEmbedResponse = z.infer<typeof geminiEmbedResponseSchema>

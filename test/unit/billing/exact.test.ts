@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { applyPpm, fromPpm, perUnit, toPpm, toUsd, usd } from '../../../src/billing/money.ts'
+import { applyPpm, fromPpm, perUnit, toPpm, toUsd, usd, usdRounded } from '../../../src/billing/money.ts'
 import { compilePrice, priceChatUsage, priceUsage } from '../../../src/billing/prices.ts'
 
 // Exact picodollar figures for every part of a price, computed by hand, so a changed operator in the
@@ -176,6 +176,19 @@ describe('money at its edges', () => {
     expect(toUsd(1_000_000_000_000n)).toBe(1)
     expect(toUsd(-1_500_000_000_000n)).toBe(-1.5)
     expect(toUsd(12_345_678_901_234n)).toBe(12.345678901234)
+  })
+
+  it('rounds a float amount to the picodollar, half away from zero', () => {
+    expect(usdRounded(0.1 + 0.2)).toBe(300_000_000_000n)
+    expect(usdRounded(2.9999999999999996)).toBe(3_000_000_000_000n)
+    expect(usdRounded(1.0000000000005)).toBe(1_000_000_000_001n)
+    expect(usdRounded(1.0000000000004)).toBe(1_000_000_000_000n)
+    expect(usdRounded(4e-13)).toBe(0n)
+    expect(usdRounded(5e-13)).toBe(1n)
+    expect(usdRounded(-1.5e-12)).toBe(-2n)
+    expect(usdRounded(12.5)).toBe(usd('12.5'))
+    expect(usdRounded(1e9)).toBe(usd(1e9))
+    expect(() => usdRounded(Number.POSITIVE_INFINITY)).toThrow(/finite/)
   })
 
   it('per-unit prices must be exact', () => {

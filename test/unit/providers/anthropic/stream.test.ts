@@ -226,6 +226,27 @@ describe('Anthropic stream translation', () => {
     expect(before).toHaveLength(3)
   })
 
+  it('ignores a message_start repeating the open message’s id; another id is still a violation', async () => {
+    const translate = createChunkTranslator(meta)
+    const chunks = (await parsedEvents('duplicate-message-start.sse')).flatMap(translate)
+    expect(translate.state.violation).toBeUndefined()
+    const ds = deltas(chunks)
+    expect(ds.filter((d) => d.role === 'assistant')).toHaveLength(1)
+    expect(ds.map((d) => d.content ?? '').join('')).toBe('Hello again!')
+    expect(chunks.at(-1)?.usage).toMatchObject({ prompt_tokens: 25, completion_tokens: 15 })
+
+    // The neighbour: the same stream with the repeat naming another message is refused at the repeat.
+    const spliced = createChunkTranslator(meta)
+    const events = await parsedEvents('duplicate-message-start.sse')
+    const other = events.map((e, i) =>
+      i === 4 && e.type === 'message_start' ? { ...e, message: { ...e.message, id: 'msg_01Other' } } : e,
+    )
+    other.slice(0, 4).flatMap(spliced)
+    expect(spliced.state.violation).toBeUndefined()
+    expect(spliced(other[4]!)).toEqual([])
+    expect(spliced.state.violation).toBe('a second message_start before message_stop')
+  })
+
   it('a delta for a block never opened is a violation', () => {
     const translate = createChunkTranslator(meta)
     translate({ type: 'message_start', message: { id: 'm' } })

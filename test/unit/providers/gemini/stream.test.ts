@@ -70,6 +70,74 @@ describe('Gemini stream translation', () => {
     })
   })
 
+  it('assembles function-call arguments streamed in pieces (Vertex partialArgs)', async () => {
+    const chunks = run(await parsedEvents('vertex-streamed-args.sse'))
+    const whole = reassemble(chunks)
+    expect(whole.calls).toEqual([
+      {
+        id: 'call_0_cook_recipe',
+        name: 'cook_recipe',
+        arguments: JSON.stringify({
+          recipe: {
+            name: 'Lasagna "al forno"',
+            ingredients: [{ name: 'Noodles', grams: 500 }, { name: 'Ricotta' }],
+            vegetarian: true,
+            notes: null,
+          },
+        }),
+      },
+      { id: 'call_1_set_timer', name: 'set_timer', arguments: '{"minutes":45}' },
+    ])
+    for (const call of whole.calls) expect(() => JSON.parse(call.arguments)).not.toThrow()
+    expect(whole.finish).toBe('tool_calls')
+    expect(whole.details).toEqual([
+      expect.objectContaining({ type: 'reasoning.encrypted', id: 'call_0_cook_recipe' }),
+    ])
+    expect(whole.usage).toMatchObject({ prompt_tokens: 40, completion_tokens: 140 })
+  })
+
+  it('closes a streamed call that a new call follows without its closing piece', () => {
+    const part = (functionCall: Record<string, unknown>) => ({ functionCall })
+    const event = (parts: object[], finishReason?: string) =>
+      geminiResponseSchema.parse({
+        candidates: [{ content: { parts }, ...(finishReason ? { finishReason } : {}) }],
+      })
+    const whole = reassemble(
+      run([
+        event([part({ name: 'first', willContinue: true })]),
+        event([part({ partialArgs: [{ jsonPath: '$.n', numberValue: 1 }], willContinue: true })]),
+        event([part({ name: 'second', args: { m: 2 } })], 'STOP'),
+      ]),
+    )
+    expect(whole.calls).toEqual([
+      { id: 'call_0_first', name: 'first', arguments: '{"n":1}' },
+      { id: 'call_1_second', name: 'second', arguments: '{"m":2}' },
+    ])
+    expect(whole.finish).toBe('tool_calls')
+  })
+
+  it('stops at streamed arguments that cannot be assembled, with a violation', async () => {
+    const translate = createChunkTranslator(meta)
+    const events = await parsedEvents('vertex-streamed-args.sse')
+    translate(events[0]!)
+    const gap = geminiResponseSchema.parse({
+      candidates: [
+        {
+          content: {
+            parts: [
+              {
+                functionCall: { partialArgs: [{ jsonPath: '$.xs[5]', numberValue: 1 }], willContinue: true },
+              },
+            ],
+          },
+        },
+      ],
+    })
+    translate(gap)
+    expect(translate.state.violation).toMatch(/skips array elements/)
+    expect(translate(events.at(-1)!)).toEqual([])
+  })
+
   it('gives the same answer streamed as blocking', async () => {
     const streamed = reassemble(run(await parsedEvents('parallel-function-calls.sse')))
     const blocking = fromGeminiResponse(
