@@ -2,6 +2,7 @@ import type { QueryResult, QueryResultRow } from 'pg'
 import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
 import type { TaskStores } from './tasks-memory.ts'
 import type {
+  ClaimShare,
   DeliveryStatus,
   OutputStore,
   SecretStore,
@@ -152,6 +153,35 @@ const byDue =
   (a: R, b: R) =>
     at(a) - at(b) || Number(BigInt(a.seq) - BigInt(b.seq))
 
+/**
+ * A claim of up to `$4` rows of `table` matching `due` (`$2` is now) for owner `$1` until `$3`. The
+ * selection is ranked per account when there is a share (`$5` the busy counts as JSON, `$6` the per-
+ * account room), so accounts are served in turn; the rows picked are then locked SKIP LOCKED (a
+ * window function cannot take FOR UPDATE itself) and the outer WHERE re-checks each one.
+ */
+function claimSql(table: string, due: string, at: string, share: ClaimShare | undefined): string {
+  const pick = share
+    ? `ranked AS MATERIALIZED (
+         SELECT id, account_id, ${at}, seq,
+           row_number() OVER (PARTITION BY account_id ORDER BY ${at}, seq) AS account_rank
+         FROM ${table} WHERE ${due}),
+       chosen AS MATERIALIZED (
+         SELECT r.id FROM ranked r LEFT JOIN jsonb_each_text($5::jsonb) b ON b.key = r.account_id
+         WHERE r.account_rank <= $6 - COALESCE(b.value::int, 0)
+         ORDER BY r.account_rank, r.${at}, r.seq LIMIT $4),
+       picked AS MATERIALIZED (
+         SELECT id FROM ${table} WHERE id IN (SELECT id FROM chosen) FOR UPDATE SKIP LOCKED)`
+    : `picked AS MATERIALIZED (
+         SELECT id FROM ${table} WHERE ${due} ORDER BY ${at}, seq LIMIT $4 FOR UPDATE SKIP LOCKED)`
+  return `WITH ${pick}
+    UPDATE ${table} SET lease_owner = $1, lease_until = $3
+    WHERE id IN (SELECT id FROM picked) AND ${due}
+    RETURNING *`
+}
+
+const shareValues = (share: ClaimShare | undefined): unknown[] =>
+  share ? [JSON.stringify(Object.fromEntries(share.busy)), share.perAccount] : []
+
 export function createPostgresTaskStores(query: Query, transaction: Transaction): TaskStores {
   const tasks: TaskStore = {
     async create(task, idempotencySince) {
@@ -221,18 +251,25 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       const { rows } = await query<TaskRow>('SELECT * FROM tasks WHERE id = $1', [id])
       return rows[0] ? toTask(rows[0]) : null
     },
-    async claimDue(owner, now, leaseMs, limit) {
+    async claimDue(owner, now, leaseMs, limit, share) {
       const due = `(status = 'processing' OR cancel_upstream) AND next_run_at <= $2
         AND (lease_owner = '' OR lease_until <= $2)`
-      const { rows } = await query<TaskRow>(
-        `WITH picked AS MATERIALIZED (
-           SELECT id FROM tasks WHERE ${due} ORDER BY next_run_at, seq LIMIT $4 FOR UPDATE SKIP LOCKED)
-         UPDATE tasks SET lease_owner = $1, lease_until = $3
-         WHERE id IN (SELECT id FROM picked) AND ${due}
-         RETURNING *`,
-        [owner, now, now + leaseMs, limit],
-      )
+      const { rows } = await query<TaskRow>(claimSql('tasks', due, 'next_run_at', share), [
+        owner,
+        now,
+        now + leaseMs,
+        limit,
+        ...shareValues(share),
+      ])
       return rows.sort(byDue((r) => Number(r.next_run_at))).map(toTask)
+    },
+    async findByIdempotencyKey(accountId, idempotencyKey, since) {
+      const { rows } = await query<TaskRow>(
+        `SELECT t.* FROM task_keys k JOIN tasks t ON t.id = k.task_id
+         WHERE k.account_id = $1 AND k.idempotency_key = $2 AND k.created_at >= $3`,
+        [accountId, idempotencyKey, since],
+      )
+      return rows[0] ? toTask(rows[0]) : null
     },
     async advance(id, owner, expectStatus, patch) {
       const values: unknown[] = [id, owner, expectStatus]
@@ -346,16 +383,11 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
         ],
       )
     },
-    async claimDue(owner, now, leaseMs, limit) {
+    async claimDue(owner, now, leaseMs, limit, share) {
       const due = `status = 'pending' AND next_attempt_at <= $2 AND (lease_owner = '' OR lease_until <= $2)`
       const { rows } = await query<DeliveryRow>(
-        `WITH picked AS MATERIALIZED (
-           SELECT id FROM webhook_deliveries WHERE ${due} ORDER BY next_attempt_at, seq LIMIT $4
-           FOR UPDATE SKIP LOCKED)
-         UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $3
-         WHERE id IN (SELECT id FROM picked) AND ${due}
-         RETURNING *`,
-        [owner, now, now + leaseMs, limit],
+        claimSql('webhook_deliveries', due, 'next_attempt_at', share),
+        [owner, now, now + leaseMs, limit, ...shareValues(share)],
       )
       return rows.sort(byDue((r) => Number(r.next_attempt_at))).map(toDelivery)
     },

@@ -2,6 +2,7 @@ import type { SQLInputValue } from 'node:sqlite'
 import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
 import type { TaskStores } from './tasks-memory.ts'
 import type {
+  ClaimShare,
   DeliveryStatus,
   OutputStore,
   SecretStore,
@@ -144,6 +145,36 @@ const jsonOrNull = (v: JsonValue | TaskError | null): string | null => (v === nu
 const DUE_TASK = `(status = 'processing' OR cancel_upstream = 1) AND next_run_at <= ?
   AND (lease_owner = '' OR lease_until <= ?)`
 
+/**
+ * The ids of up to `limit` rows of `table` matching `due` (its `?` bound to `now` twice), oldest by
+ * `at` first; with a share, ranked per account (ROW_NUMBER) so accounts are served in turn, each up
+ * to its room (`busy` joined in as a JSON object).
+ */
+function dueQuery(
+  table: string,
+  due: string,
+  at: string,
+  share: ClaimShare | undefined,
+): { sql: string; extra: (limit: number) => SQLInputValue[] } {
+  if (!share) {
+    return {
+      sql: `SELECT * FROM ${table} WHERE ${due} ORDER BY ${at}, seq LIMIT ?`,
+      extra: (limit) => [limit],
+    }
+  }
+  return {
+    sql: `SELECT * FROM (
+        SELECT r.* FROM (
+          SELECT *, ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY ${at}, seq) AS account_rank
+          FROM ${table} WHERE ${due}) r
+        LEFT JOIN json_each(?) b ON b.key = r.account_id
+        WHERE r.account_rank <= ? - COALESCE(b.value, 0)
+        ORDER BY r.account_rank, r.${at}, r.seq LIMIT ?)
+      ORDER BY ${at}, seq`,
+    extra: (limit) => [JSON.stringify(Object.fromEntries(share.busy)), share.perAccount, limit],
+  }
+}
+
 export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelpers): TaskStores {
   const taskById = (id: string): TaskRecord | null => {
     const r = get<TaskRow>('SELECT * FROM tasks WHERE id = ?', id)
@@ -228,20 +259,28 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
     async get(id) {
       return read(() => taskById(id))
     },
-    async claimDue(owner, now, leaseMs, limit) {
+    async claimDue(owner, now, leaseMs, limit, share) {
+      const q = dueQuery('tasks', DUE_TASK, 'next_run_at', share)
       return tx(() => {
-        const due = all<TaskRow>(
-          `SELECT * FROM tasks WHERE ${DUE_TASK} ORDER BY next_run_at, seq LIMIT ?`,
-          now,
-          now,
-          limit,
-        ).map(toTask)
+        const due = all<TaskRow>(q.sql, now, now, ...q.extra(limit)).map(toTask)
         for (const t of due) {
           t.leaseOwner = owner
           t.leaseUntil = now + leaseMs
           run('UPDATE tasks SET lease_owner = ?, lease_until = ? WHERE id = ?', owner, t.leaseUntil, t.id)
         }
         return due
+      })
+    },
+    async findByIdempotencyKey(accountId, idempotencyKey, since) {
+      return read(() => {
+        const r = get<TaskRow>(
+          `SELECT t.* FROM task_keys k JOIN tasks t ON t.id = k.task_id
+           WHERE k.account_id = ? AND k.idempotency_key = ? AND k.created_at >= ?`,
+          accountId,
+          idempotencyKey,
+          since,
+        )
+        return r ? toTask(r) : null
       })
     },
     async advance(id, owner, expectStatus, patch) {
@@ -366,15 +405,15 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         ),
       )
     },
-    async claimDue(owner, now, leaseMs, limit) {
+    async claimDue(owner, now, leaseMs, limit, share) {
+      const q = dueQuery(
+        'webhook_deliveries',
+        `status = 'pending' AND next_attempt_at <= ? AND (lease_owner = '' OR lease_until <= ?)`,
+        'next_attempt_at',
+        share,
+      )
       return tx(() => {
-        const due = all<DeliveryRow>(
-          `SELECT * FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?
-             AND (lease_owner = '' OR lease_until <= ?) ORDER BY next_attempt_at, seq LIMIT ?`,
-          now,
-          now,
-          limit,
-        ).map(toDelivery)
+        const due = all<DeliveryRow>(q.sql, now, now, ...q.extra(limit)).map(toDelivery)
         for (const d of due) {
           d.leaseOwner = owner
           d.leaseUntil = now + leaseMs

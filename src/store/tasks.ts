@@ -66,6 +66,18 @@ export interface TaskRecord {
   requestHash: string | null
 }
 
+/**
+ * A claim's per-account share: one account's backlog must not take every worker of an instance.
+ * Each account gets at most `perAccount` leases minus what `busy` says the caller already works on
+ * for it; accounts are served in turn (every account's oldest due item before any account's second),
+ * and the result is handed back oldest first.
+ */
+export interface ClaimShare {
+  perAccount: number
+  /** Account id → items of that account the caller holds now. */
+  busy: ReadonlyMap<string, number>
+}
+
 /** What `advance` may change. */
 export type TaskPatch = Partial<
   Pick<
@@ -88,7 +100,18 @@ export interface TaskStore {
    * now`, whose lease is free or expired. Each gets `leaseOwner = owner`, `leaseUntil = now + leaseMs`.
    * Oldest `nextRunAt` first. Two instances never get the same task while a lease holds.
    */
-  claimDue(owner: string, now: number, leaseMs: number, limit: number): Promise<TaskRecord[]>
+  claimDue(
+    owner: string,
+    now: number,
+    leaseMs: number,
+    limit: number,
+    share?: ClaimShare,
+  ): Promise<TaskRecord[]>
+  /**
+   * The account's task created with `idempotencyKey` after `since`, or null: a retry is answered
+   * from it before anything is admitted or held.
+   */
+  findByIdempotencyKey(accountId: string, idempotencyKey: string, since: number): Promise<TaskRecord | null>
   /**
    * Applies `patch` and frees the lease, only if `owner` still holds it and the task is still in
    * `expectStatus` (a cancel in between wins). Returns the task after the change, or null when
@@ -155,7 +178,13 @@ export interface WebhookStore {
   /** Adds the delivery; nothing when one with the same id exists (a finish that runs twice sends once). */
   enqueue(delivery: WebhookDelivery): Promise<void>
   /** Like TaskStore.claimDue, for `pending` deliveries with `nextAttemptAt <= now`. */
-  claimDue(owner: string, now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]>
+  claimDue(
+    owner: string,
+    now: number,
+    leaseMs: number,
+    limit: number,
+    share?: ClaimShare,
+  ): Promise<WebhookDelivery[]>
   /** Records an attempt's result and frees the lease, only if `owner` still holds it. */
   record(
     id: string,
