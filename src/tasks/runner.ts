@@ -83,9 +83,13 @@ export function toJob(t: TaskRecord): MediaJob {
 
 export function createTaskRunner(d: RunnerDeps): TaskRunner {
   const inFlight = new Set<Promise<void>>()
+  /** Account id → its steps running here now. */
+  const busy = new Map<string, number>()
   const stopping = new AbortController()
   let timer: NodeJS.Timeout | undefined
   let claiming: Promise<number> | undefined
+  /** A step ended while a claim was under way: claim again after it. */
+  let again = false
 
   function callFor(p: MediaProvider, t: TaskRecord, signal: AbortSignal): MediaCall {
     return {
@@ -216,13 +220,26 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
     }
   }
 
-  /** Claims what is due and starts its steps; `steps` resolves when they are done. */
+  /**
+   * Claims what is due and fits the free slots, each account within its share (one account's tasks
+   * on an upstream that hangs hold only that share), and starts their steps; `steps` resolves when
+   * they are done.
+   */
   async function claim(): Promise<{ count: number; steps: Promise<unknown> }> {
     const room = d.config.concurrency - inFlight.size
     if (room <= 0 || stopping.signal.aborted) return { count: 0, steps: Promise.resolve() }
-    const due = await d.tasks.claimDue(d.owner, d.now(), d.config.leaseMs, room)
+    const share = { perAccount: d.config.accountConcurrency, busy: new Map(busy) }
+    const due = await d.tasks.claimDue(d.owner, d.now(), d.config.leaseMs, room, share)
     const steps = due.map((t) => {
-      const p = guarded(t).finally(() => inFlight.delete(p))
+      busy.set(t.accountId, (busy.get(t.accountId) ?? 0) + 1)
+      const p = guarded(t).finally(() => {
+        inFlight.delete(p)
+        const left = (busy.get(t.accountId) ?? 1) - 1
+        if (left > 0) busy.set(t.accountId, left)
+        else busy.delete(t.accountId)
+        // Its slot is free: fill it now rather than at the next tick.
+        if (timer) tick()
+      })
       inFlight.add(p)
       return p
     })
@@ -230,7 +247,11 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
   }
 
   function tick(): void {
-    if (claiming) return
+    if (stopping.signal.aborted) return
+    if (claiming) {
+      again = true
+      return
+    }
     // The timer does not wait for the steps: a slow upstream must not hold up the other tasks.
     claiming = claim()
       .then((c) => c.count)
@@ -240,6 +261,10 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
       })
       .finally(() => {
         claiming = undefined
+        if (again) {
+          again = false
+          tick()
+        }
       })
   }
 
