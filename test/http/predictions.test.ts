@@ -469,6 +469,39 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     expect(reserved).toBeGreaterThan(0n)
   })
 
+  it('Idempotency-Key: a retry returns its task whatever the balance (the first hold uses it all)', async () => {
+    // $0.20: one mock/video-a task holds $0.16 (720P, 8 s), so a second task would be 402.
+    const { gw, script, step } = await setup({
+      accounts: [{ id: 'tight', keys: [{ sha256: hashKey('sk-tight') }], credits: 0.2 }],
+    })
+    const send = (key: string) =>
+      gw.app.inject({
+        method: 'POST',
+        url: '/v1/predictions',
+        headers: { authorization: 'Bearer sk-tight', 'idempotency-key': key },
+        payload: { model: 'mock/video-a', input: { prompt: 'once' } },
+      })
+    const first = await send('retry-1')
+    expect(first.statusCode).toBe(200)
+    const id = first.json().data.task_id
+    const retry = await send('retry-1')
+    expect(retry.statusCode, retry.body).toBe(200)
+    expect(retry.json().data).toEqual({ task_id: id, task_status: 'processing' })
+    // A new key is a new task, which the balance cannot hold.
+    expect((await send('retry-2')).statusCode).toBe(402)
+    // Still the same task once it has ended and been charged.
+    script.submit = () =>
+      ({
+        state: 'done',
+        result: { outputs: [], usage: { kind: 'video', seconds: 8, resolution: '720P' } },
+      }) as MediaStep
+    await step()
+    expect(script.submits).toHaveLength(1)
+    const later = await send('retry-1')
+    expect(later.statusCode, later.body).toBe(200)
+    expect(later.json().data.task_id).toBe(id)
+  })
+
   it('refuses before anything is stored: unknown model 404, a chat model 400, a wrong function 400, bad input 400 input.<field>', async () => {
     const { script, post, step } = await setup()
     const cases: [unknown, number, string, string | null][] = [
