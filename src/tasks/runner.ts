@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { PredictionsConfig } from '../config.ts'
-import { toGatewayError } from '../errors.ts'
+import { toGatewayError, UpstreamError } from '../errors.ts'
 import type { BillableUsage } from '../billing/prices.ts'
 import type {
   MediaAdapter,
@@ -60,7 +60,10 @@ export interface TaskRunner {
   start(tickMs: number): void
   /** Looks for due tasks now (a task was just created). */
   wake(): void
-  /** Stops claiming, aborts the steps in flight (their tasks are freed for the next run) and waits. */
+  /**
+   * Stops claiming, aborts the polls and cancels in flight (their tasks are freed for the next run)
+   * and waits for them; a submit in flight is waited for, not cut (at most 80 % of the lease).
+   */
   stop(): Promise<void>
 }
 
@@ -70,6 +73,34 @@ export function pollDelay(
   config: Pick<PredictionsConfig, 'pollIntervalMs' | 'maxPollIntervalMs'>,
 ) {
   return Math.min(config.pollIntervalMs * 2 ** Math.min(runs, 30), config.maxPollIntervalMs)
+}
+
+/** Network errors of the connect phase: the request never left, so no upstream job can exist. */
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+])
+
+/**
+ * Whether a failed submit certainly left no job upstream: refused at connect (the request was never
+ * sent) or answered 429 (the upstream turned it away). A timeout, a reset or a 5xx may come after
+ * the upstream accepted the job, which a repeat would start (and bill) a second time.
+ */
+export function submitNotAccepted(err: unknown): boolean {
+  if (err instanceof UpstreamError && err.upstreamStatus === 429) return true
+  let e: unknown = err
+  for (let depth = 0; depth < 5 && typeof e === 'object' && e !== null; depth++) {
+    const code = (e as { code?: unknown }).code
+    if (typeof code === 'string' && NOT_SENT_CODES.has(code)) return true
+    // Several addresses tried (happy eyeballs): refused only when every one was.
+    if (e instanceof AggregateError && e.errors.length > 0) return e.errors.every((x) => submitNotAccepted(x))
+    e = (e as { cause?: unknown }).cause
+  }
+  return false
 }
 
 export function toJob(t: TaskRecord): MediaJob {
@@ -143,8 +174,12 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
 
   async function step(t: TaskRecord): Promise<void> {
     const p = d.providerFor(t.provider)
-    // A step never outlives its lease: past it another instance may take the task over.
-    const signal = AbortSignal.any([stopping.signal, AbortSignal.timeout(Math.floor(d.config.leaseMs * 0.8))])
+    const submitting = t.upstreamState === null && t.status === 'processing'
+    // A step never outlives its lease: past it another instance may take the task over. A submit is
+    // not cut by this instance stopping (stop waits for it): cut, it may have started a job upstream
+    // that nobody would know of.
+    const leaseTimeout = AbortSignal.timeout(Math.floor(d.config.leaseMs * 0.8))
+    const signal = submitting ? leaseTimeout : AbortSignal.any([stopping.signal, leaseTimeout])
     if (t.status === 'cancelled') {
       await cancelUpstream(p, t, signal)
       await advance(t, { cancelUpstream: false })
@@ -179,6 +214,21 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
         // A fault of the gateway (ffmpeg missing, a bug): retrying will not help; the cause is logged.
         d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
         await fail(t, { code: 'internal_error', message: 'the task failed inside the gateway' })
+        return
+      }
+      if (
+        submitting &&
+        (signal.aborted || e.retryable || e.status >= 500) &&
+        !p.adapter.idempotentSubmit &&
+        !submitNotAccepted(err)
+      ) {
+        // The upstream may have accepted the job before the answer was lost (a timeout, a 5xx, a
+        // reset): submitting again could start and bill a second job. The task fails instead.
+        d.log.warn({ err, taskId: t.id }, 'task submit failed after it may have reached the upstream')
+        await fail(t, {
+          code: signal.aborted ? 'upstream_timeout' : e.code,
+          message: `the upstream did not confirm the job (${signal.aborted ? 'timed out' : e.message}); it is not submitted again, since the upstream may have started it`,
+        })
         return
       }
       if (signal.aborted || e.retryable || e.status >= 500) {
