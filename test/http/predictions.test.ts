@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { hashKey } from '../../src/config.ts'
-import { GatewayError } from '../../src/errors.ts'
+import { GatewayError, UpstreamError } from '../../src/errors.ts'
 import type { JsonValue, MediaAdapter, MediaJob, MediaStep } from '../../src/providers/async-media/types.ts'
 import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
 
@@ -351,25 +351,62 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     expect(Math.round(((await credits()).total_usage - before.total_usage) * 1e6)).toBe(10_000)
   })
 
-  it('a 4xx thrown by the adapter fails the task; a 5xx or network error is retried with backoff', async () => {
+  it('a submit refused at connect is retried with backoff; after a 5xx or a 4xx the task fails; a poll 5xx is retried', async () => {
     const { gw, script, post, get, step } = await setup()
+    const refused = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })
     script.submit = () => {
-      throw new GatewayError('upstream_error', 'upstream answered 503', { retryable: true })
+      throw new UpstreamError('upstream_error', 'upstream mock connection failed (ECONNREFUSED)', {
+        provider: 'mock',
+        retryable: true,
+        cause: refused,
+      })
     }
     const id = (await post({ model: 'mock/image', input: { prompt: 'x' } })).json().data.task_id
     await step()
     await step()
     expect(script.submits).toHaveLength(2)
-    const task = await gw.deps.store.tasks.get(id)
-    expect(task).toMatchObject({ status: 'processing', runs: 2, upstreamState: null })
+    expect(await gw.deps.store.tasks.get(id)).toMatchObject({
+      status: 'processing',
+      runs: 2,
+      upstreamState: null,
+    })
+    // A 503 may come after the upstream started the job: submitting again could start a second one.
+    script.submit = () => {
+      throw new UpstreamError('upstream_error', 'upstream answered 503', {
+        provider: 'mock',
+        upstreamStatus: 503,
+        retryable: true,
+      })
+    }
+    await step()
+    await step()
+    expect(script.submits).toHaveLength(3)
+    expect((await get(id)).json().data).toMatchObject({
+      task_status: 'failed',
+      error: { code: 'upstream_error' },
+    })
+
     script.submit = () => {
       throw new GatewayError('upstream_invalid_request', 'the upstream rejected the prompt')
     }
+    const rejected = (await post({ model: 'mock/image', input: { prompt: 'y' } })).json().data.task_id
     await step()
-    expect((await get(id)).json().data).toMatchObject({
+    expect((await get(rejected)).json().data).toMatchObject({
       task_status: 'failed',
       error: { code: 'upstream_invalid_request', message: 'the upstream rejected the prompt' },
     })
+
+    // Once the job exists upstream, a failed poll is simply tried again.
+    script.submit = () => ({ state: 'pending', job: { upstreamId: 'job-p' } })
+    script.pollSteps = [
+      () => {
+        throw new GatewayError('upstream_error', 'upstream answered 503', { retryable: true })
+      },
+    ]
+    const polled = (await post({ model: 'mock/image', input: { prompt: 'z' } })).json().data.task_id
+    await step()
+    await step()
+    expect(await gw.deps.store.tasks.get(polled)).toMatchObject({ status: 'processing', runs: 2 })
   })
 
   it('a fault inside the gateway (a bug, ffmpeg missing) fails the task at once without its details', async () => {
