@@ -55,6 +55,7 @@ interface TaskRow {
   lease_until: string
   idempotency_key: string | null
   request_hash: string | null
+  submit_started_at: string | null
   seq: string
 }
 
@@ -111,6 +112,7 @@ const toTask = (r: TaskRow): TaskRecord => ({
   leaseUntil: Number(r.lease_until),
   idempotencyKey: r.idempotency_key,
   requestHash: r.request_hash,
+  submitStartedAt: r.submit_started_at === null ? null : Number(r.submit_started_at),
 })
 
 const toOutput = (r: OutputRow): StoredOutput => ({
@@ -189,9 +191,10 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
         q<TaskRow>(
           `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
-             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin)
+             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
+             submit_started_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-             $20, $21, $22, $23, $24)
+             $20, $21, $22, $23, $24, $25)
            RETURNING *`,
           [
             task.id,
@@ -218,6 +221,7 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
             task.idempotencyKey,
             task.requestHash,
             task.origin,
+            task.submitStartedAt,
           ],
         )
       if (task.idempotencyKey === null) {
@@ -286,11 +290,20 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       if (patch.nextRunAt !== undefined) set('next_run_at', patch.nextRunAt)
       if (patch.runs !== undefined) set('runs', patch.runs)
       if (patch.updatedAt !== undefined) set('updated_at', patch.updatedAt)
+      if (patch.submitStartedAt !== undefined) set('submit_started_at', patch.submitStartedAt)
       const { rows } = await query<TaskRow>(
         `UPDATE tasks SET ${sets.join(', ')} WHERE id = $1 AND lease_owner = $2 AND status = $3 RETURNING *`,
         values,
       )
       return rows[0] ? toTask(rows[0]) : null
+    },
+    async markSubmitting(id, owner, now) {
+      const { rowCount } = await query(
+        `UPDATE tasks SET submit_started_at = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'processing'
+           AND upstream_state IS NULL`,
+        [id, owner, now],
+      )
+      return (rowCount ?? 0) > 0
     },
     async cancel(accountId, id, now) {
       const { rows } = await query<TaskRow>(

@@ -55,6 +55,7 @@ interface TaskRow {
   lease_until: number
   idempotency_key: string | null
   request_hash: string | null
+  submit_started_at: number | null
 }
 
 interface OutputRow {
@@ -109,6 +110,7 @@ const toTask = (r: TaskRow): TaskRecord => ({
   leaseUntil: r.lease_until,
   idempotencyKey: r.idempotency_key,
   requestHash: r.request_hash,
+  submitStartedAt: r.submit_started_at ?? null,
 })
 
 const toOutput = (r: OutputRow): StoredOutput => ({
@@ -183,7 +185,8 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
   const writeTask = (t: TaskRecord): void => {
     run(
       `UPDATE tasks SET status = ?, upstream_state = ?, cancel_upstream = ?, outputs = ?, error = ?,
-         updated_at = ?, next_run_at = ?, runs = ?, lease_owner = ?, lease_until = ? WHERE id = ?`,
+         updated_at = ?, next_run_at = ?, runs = ?, lease_owner = ?, lease_until = ?, submit_started_at = ?
+       WHERE id = ?`,
       t.status,
       jsonOrNull(t.upstreamState),
       t.cancelUpstream ? 1 : 0,
@@ -194,6 +197,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       t.runs,
       t.leaseOwner,
       t.leaseUntil,
+      t.submitStartedAt,
       t.id,
     )
   }
@@ -226,8 +230,9 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         run(
           `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
-             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
+             submit_started_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           task.id,
           task.accountId,
           task.model,
@@ -252,6 +257,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
           task.idempotencyKey,
           task.requestHash,
           task.origin,
+          task.submitStartedAt,
         )
         return { task: taskById(task.id)!, created: true }
       })
@@ -296,6 +302,18 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         writeTask(next)
         return next
       })
+    },
+    async markSubmitting(id, owner, now) {
+      return tx(
+        () =>
+          run(
+            `UPDATE tasks SET submit_started_at = ? WHERE id = ? AND lease_owner = ? AND status = 'processing'
+               AND upstream_state IS NULL`,
+            now,
+            id,
+            owner,
+          ) > 0,
+      )
     },
     async cancel(accountId, id, now) {
       return tx(() => {

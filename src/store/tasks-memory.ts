@@ -101,6 +101,12 @@ export function createMemoryTaskStores(): TaskStores {
       Object.assign(t, structuredClone(patch), { leaseOwner: '', leaseUntil: 0 })
       return copyTask(t)
     },
+    async markSubmitting(id, owner, now) {
+      const t = tasks.get(id)
+      if (!t || t.leaseOwner !== owner || t.status !== 'processing' || t.upstreamState !== null) return false
+      t.submitStartedAt = now
+      return true
+    },
     async cancel(accountId, id, now) {
       const t = tasks.get(id)
       if (!t || t.accountId !== accountId) return null

@@ -64,6 +64,11 @@ export interface TaskRecord {
   /** `Idempotency-Key` of the creating request and the SHA-256 of its body, when it had one. */
   idempotencyKey: string | null
   requestHash: string | null
+  /**
+   * When a submit to the upstream started, while `upstreamState` is still null: set, the upstream may
+   * have accepted the job (the instance stopped before it recorded the answer), so it is not sent again.
+   */
+  submitStartedAt: number | null
 }
 
 /**
@@ -82,7 +87,15 @@ export interface ClaimShare {
 export type TaskPatch = Partial<
   Pick<
     TaskRecord,
-    'status' | 'upstreamState' | 'cancelUpstream' | 'outputs' | 'error' | 'nextRunAt' | 'runs' | 'updatedAt'
+    | 'status'
+    | 'upstreamState'
+    | 'cancelUpstream'
+    | 'outputs'
+    | 'error'
+    | 'nextRunAt'
+    | 'runs'
+    | 'updatedAt'
+    | 'submitStartedAt'
   >
 >
 
@@ -118,6 +131,11 @@ export interface TaskStore {
    * nothing was changed.
    */
   advance(id: string, owner: string, expectStatus: TaskStatus, patch: TaskPatch): Promise<TaskRecord | null>
+  /**
+   * Records that a submit starts (`submitStartedAt = now`), keeping the lease: only if `owner` holds
+   * it and the task is `processing` without an upstream state. False when nothing was written.
+   */
+  markSubmitting(id: string, owner: string, now: number): Promise<boolean>
   /**
    * The account's client cancels: a `processing` task becomes `cancelled` with `cancelUpstream` set
    * when `upstreamState` is not null (nextRunAt = now, so the runner cancels it upstream soon).

@@ -175,6 +175,7 @@ export function createPredictions(d: PredictionsDeps): Predictions {
       leaseUntil: 0,
       idempotencyKey: options.idempotencyKey ?? null,
       requestHash,
+      submitStartedAt: null,
     }
     let stored: { task: TaskRecord; created: boolean }
     try {

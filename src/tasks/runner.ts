@@ -200,6 +200,20 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
       })
       return
     }
+    if (submitting && !p.adapter.idempotentSubmit) {
+      if (t.submitStartedAt !== null) {
+        // A submit began and its answer was never recorded (the instance holding the task died or
+        // was killed): the upstream may run that job, so a second one is not started.
+        await fail(t, {
+          code: 'upstream_error',
+          message:
+            'the gateway stopped while submitting the job and cannot tell whether the upstream accepted it; it is not submitted again',
+        })
+        return
+      }
+      // Recorded before the request leaves, so whoever takes the task over after a crash knows.
+      if (!(await d.tasks.markSubmitting(t.id, d.owner, d.now()))) return
+    }
     let s: MediaStep
     try {
       const call = callFor(p, t, signal)
@@ -237,6 +251,8 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
         await advance(t, {
           runs: t.runs + 1,
           nextRunAt: d.now() + (stopping.signal.aborted ? 0 : pollDelay(t.runs, d.config)),
+          // A submit that certainly left no job behind may be sent again.
+          ...(submitting ? { submitStartedAt: null } : {}),
         })
         return
       }

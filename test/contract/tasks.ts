@@ -53,6 +53,7 @@ export function taskFixture(over: Partial<TaskRecord> = {}): TaskRecord {
     leaseUntil: 0,
     idempotencyKey: null,
     requestHash: null,
+    submitStartedAt: null,
     ...over,
   }
 }
@@ -390,6 +391,28 @@ export function describeTaskStoreContract(
           }),
         ).toEqual(failed)
         expect(await tasks.get(t.id)).toEqual(failed)
+      })
+
+      it('markSubmitting records the start of a submit for the lease holder, keeping the lease', async () => {
+        const { tasks } = await openStore()
+        const t = taskFixture()
+        const started = taskFixture({ upstreamState: { job: 'already' } })
+        for (const x of [t, started]) await tasks.create(x, 0)
+        await tasks.claimDue('w1', T0, 1000, 5)
+        expect(await tasks.markSubmitting(t.id, 'w2', T0 + 1)).toBe(false)
+        expect(await tasks.markSubmitting(started.id, 'w1', T0 + 1)).toBe(false)
+        expect(await tasks.markSubmitting(taskId(), 'w1', T0 + 1)).toBe(false)
+        expect(await tasks.markSubmitting(t.id, 'w1', T0 + 7)).toBe(true)
+        const marked = { ...t, submitStartedAt: T0 + 7, leaseOwner: 'w1', leaseUntil: T0 + 1000 }
+        expect(await tasks.get(t.id)).toEqual(marked)
+        // A retry that certainly left nothing upstream clears it.
+        expect(await tasks.advance(t.id, 'w1', 'processing', { submitStartedAt: null, runs: 1 })).toEqual({
+          ...marked,
+          submitStartedAt: null,
+          runs: 1,
+          leaseOwner: '',
+          leaseUntil: 0,
+        })
       })
 
       it('a cancel between claim and advance wins', async () => {

@@ -409,6 +409,24 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     expect(await gw.deps.store.tasks.get(polled)).toMatchObject({ status: 'processing', runs: 2 })
   })
 
+  it('a submit whose instance died before recording the answer is not sent again: the task fails', async () => {
+    const { gw, clock, script, post, get, credits, step } = await setup()
+    const before = await credits()
+    const id = (await post({ model: 'mock/image', input: { prompt: 'x' } })).json().data.task_id
+    // Another instance leased the task, started its submit, and died.
+    const tasks = gw.deps.store.tasks
+    expect((await tasks.claimDue('dead-instance', clock.t, 60_000, 10)).map((t) => t.id)).toEqual([id])
+    expect(await tasks.markSubmitting(id, 'dead-instance', clock.t)).toBe(true)
+    await step(60_000) // the lease has run out: this instance takes the task over
+    expect(script.submits).toHaveLength(0)
+    expect((await get(id)).json().data).toMatchObject({
+      task_status: 'failed',
+      error: { code: 'upstream_error' },
+    })
+    expect((await credits()).total_usage).toBe(before.total_usage)
+    expect((await gw.deps.store.ledger.credits('dev', clock.t)).reserved).toBe(0n)
+  })
+
   it('a fault inside the gateway (a bug, ffmpeg missing) fails the task at once without its details', async () => {
     const { script, post, get, credits, step } = await setup()
     const before = await credits()
