@@ -715,6 +715,30 @@ export function describeTaskStoreContract(
         }
       })
 
+      it('racing claims with a share never hand one task to both, and keep each share', async () => {
+        const { store, another } = await open()
+        if (!another) throw new Error(`${name}: a shared backend must give \`another\``)
+        const other = await another()
+        const all = Array.from({ length: 24 }, (_, n) =>
+          taskFixture({ accountId: `acct-${n % 3}`, nextRunAt: T0 + n }),
+        )
+        for (const t of all) await store.tasks.create(t, 0)
+        const share = { perAccount: 3, busy: new Map<string, number>() }
+        const [a, b] = await Promise.all([
+          store.tasks.claimDue('a', T0 + 100, 5000, 8, share),
+          other.tasks.claimDue('b', T0 + 100, 5000, 8, share),
+        ])
+        const taken = [...ids(a), ...ids(b)]
+        expect(new Set(taken).size).toBe(taken.length)
+        for (const claimed of [a, b]) {
+          for (const acct of ['acct-0', 'acct-1', 'acct-2']) {
+            expect(claimed.filter((t) => t.accountId === acct).length).toBeLessThanOrEqual(3)
+          }
+        }
+        const rest = await store.tasks.claimDue('c', T0 + 100, 5000, 30)
+        expect(new Set([...taken, ...ids(rest)])).toEqual(new Set(ids(all)))
+      })
+
       it('racing delivery claims never hand one delivery to both', async () => {
         const { store, another } = await open()
         if (!another) throw new Error(`${name}: a shared backend must give \`another\``)
