@@ -62,6 +62,8 @@ export interface PredictionsConfig {
   leaseMs: number
   /** Tasks one instance works on at once. */
   concurrency: number
+  /** Of those, at most this many of one account: a slow upstream of one account cannot take them all. */
+  accountConcurrency: number
   /** Where generated images, videos and audio are kept. */
   outputsDir: string
   /** Outputs (bytes and their URLs) are deleted this long after the task ended. */
@@ -91,6 +93,9 @@ export interface PredictionsConfig {
     allowHttp: boolean
     /** Local development and tests only: hosts exempt from the private-address check. */
     allowedHosts: string[]
+    /** Deliveries one instance sends at once, and at most this many of one account. */
+    concurrency: number
+    accountConcurrency: number
   }
 }
 
@@ -499,6 +504,7 @@ const fileSchema = z
         maxPollIntervalMs: z.number().int().min(10).max(3_600_000).optional(),
         leaseMs: z.number().int().min(1000).max(3_600_000).optional(),
         concurrency: z.number().int().min(1).max(1000).optional(),
+        accountConcurrency: z.number().int().min(1).max(1000).optional(),
         outputsDir: z.string().min(1).optional(),
         outputRetentionMs: z.number().int().min(60_000).optional(),
         outputUrlTtlMs: z
@@ -525,6 +531,8 @@ const fileSchema = z
             timeoutMs: z.number().int().min(100).max(300_000).optional(),
             allowHttp: z.boolean().optional(),
             allowedHosts: z.array(z.string().min(1).max(253)).max(100).optional(),
+            concurrency: z.number().int().min(1).max(1000).optional(),
+            accountConcurrency: z.number().int().min(1).max(1000).optional(),
           })
           .strict()
           .default({}),
@@ -721,12 +729,15 @@ function resolvePredictions(p: FileConfig['predictions'], e: z.infer<typeof envS
       `predictions.webhooks.timeoutMs: ${webhookTimeoutMs} ms must be at most half of predictions.leaseMs (${leaseMs} ms)`,
     )
   }
+  const concurrency = p.concurrency ?? 16
+  const webhookConcurrency = p.webhooks.concurrency ?? 16
   return {
     maxTaskMs: p.maxTaskMs ?? 30 * 60_000,
     pollIntervalMs,
     maxPollIntervalMs: Math.max(pollIntervalMs, p.maxPollIntervalMs ?? 30_000),
     leaseMs,
-    concurrency: p.concurrency ?? 16,
+    concurrency,
+    accountConcurrency: Math.min(concurrency, p.accountConcurrency ?? fairShare(concurrency)),
     outputsDir: e.GATEWAY_OUTPUTS_DIR ?? p.outputsDir ?? './data/outputs',
     outputRetentionMs: p.outputRetentionMs ?? 7 * 86_400_000,
     outputUrlTtlMs: p.outputUrlTtlMs ?? 86_400_000,
@@ -742,9 +753,17 @@ function resolvePredictions(p: FileConfig['predictions'], e: z.infer<typeof envS
       timeoutMs: webhookTimeoutMs,
       allowHttp: p.webhooks.allowHttp ?? false,
       allowedHosts: p.webhooks.allowedHosts ?? [],
+      concurrency: webhookConcurrency,
+      accountConcurrency: Math.min(
+        webhookConcurrency,
+        p.webhooks.accountConcurrency ?? fairShare(webhookConcurrency),
+      ),
     },
   }
 }
+
+/** One account's default share of an instance's task or webhook workers: a quarter, at least one. */
+const fairShare = (workers: number): number => Math.max(1, Math.floor(workers / 4))
 
 function resolveRouting(r: FileConfig['routing']): RoutingConfig {
   const backoffMs = r.retry.backoffMs ?? 250

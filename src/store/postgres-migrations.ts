@@ -305,4 +305,11 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 7,
+    // When a task's submit started (store/tasks.ts TaskRecord.submitStartedAt): a submit cut by a
+    // crash is not sent again.
+    name: 'task submit start',
+    sql: `ALTER TABLE tasks ADD COLUMN submit_started_at bigint;`,
+  },
 ]

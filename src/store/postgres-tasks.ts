@@ -2,6 +2,7 @@ import type { QueryResult, QueryResultRow } from 'pg'
 import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
 import type { TaskStores } from './tasks-memory.ts'
 import type {
+  ClaimShare,
   DeliveryStatus,
   OutputStore,
   SecretStore,
@@ -54,6 +55,7 @@ interface TaskRow {
   lease_until: string
   idempotency_key: string | null
   request_hash: string | null
+  submit_started_at: string | null
   seq: string
 }
 
@@ -110,6 +112,7 @@ const toTask = (r: TaskRow): TaskRecord => ({
   leaseUntil: Number(r.lease_until),
   idempotencyKey: r.idempotency_key,
   requestHash: r.request_hash,
+  submitStartedAt: r.submit_started_at === null ? null : Number(r.submit_started_at),
 })
 
 const toOutput = (r: OutputRow): StoredOutput => ({
@@ -152,6 +155,35 @@ const byDue =
   (a: R, b: R) =>
     at(a) - at(b) || Number(BigInt(a.seq) - BigInt(b.seq))
 
+/**
+ * A claim of up to `$4` rows of `table` matching `due` (`$2` is now) for owner `$1` until `$3`. The
+ * selection is ranked per account when there is a share (`$5` the busy counts as JSON, `$6` the per-
+ * account room), so accounts are served in turn; the rows picked are then locked SKIP LOCKED (a
+ * window function cannot take FOR UPDATE itself) and the outer WHERE re-checks each one.
+ */
+function claimSql(table: string, due: string, at: string, share: ClaimShare | undefined): string {
+  const pick = share
+    ? `ranked AS MATERIALIZED (
+         SELECT id, account_id, ${at}, seq,
+           row_number() OVER (PARTITION BY account_id ORDER BY ${at}, seq) AS account_rank
+         FROM ${table} WHERE ${due}),
+       chosen AS MATERIALIZED (
+         SELECT r.id FROM ranked r LEFT JOIN jsonb_each_text($5::jsonb) b ON b.key = r.account_id
+         WHERE r.account_rank <= $6 - COALESCE(b.value::int, 0)
+         ORDER BY r.account_rank, r.${at}, r.seq LIMIT $4),
+       picked AS MATERIALIZED (
+         SELECT id FROM ${table} WHERE id IN (SELECT id FROM chosen) FOR UPDATE SKIP LOCKED)`
+    : `picked AS MATERIALIZED (
+         SELECT id FROM ${table} WHERE ${due} ORDER BY ${at}, seq LIMIT $4 FOR UPDATE SKIP LOCKED)`
+  return `WITH ${pick}
+    UPDATE ${table} SET lease_owner = $1, lease_until = $3
+    WHERE id IN (SELECT id FROM picked) AND ${due}
+    RETURNING *`
+}
+
+const shareValues = (share: ClaimShare | undefined): unknown[] =>
+  share ? [JSON.stringify(Object.fromEntries(share.busy)), share.perAccount] : []
+
 export function createPostgresTaskStores(query: Query, transaction: Transaction): TaskStores {
   const tasks: TaskStore = {
     async create(task, idempotencySince) {
@@ -159,9 +191,10 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
         q<TaskRow>(
           `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
-             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin)
+             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
+             submit_started_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-             $20, $21, $22, $23, $24)
+             $20, $21, $22, $23, $24, $25)
            RETURNING *`,
           [
             task.id,
@@ -188,6 +221,7 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
             task.idempotencyKey,
             task.requestHash,
             task.origin,
+            task.submitStartedAt,
           ],
         )
       if (task.idempotencyKey === null) {
@@ -221,18 +255,25 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       const { rows } = await query<TaskRow>('SELECT * FROM tasks WHERE id = $1', [id])
       return rows[0] ? toTask(rows[0]) : null
     },
-    async claimDue(owner, now, leaseMs, limit) {
+    async claimDue(owner, now, leaseMs, limit, share) {
       const due = `(status = 'processing' OR cancel_upstream) AND next_run_at <= $2
         AND (lease_owner = '' OR lease_until <= $2)`
-      const { rows } = await query<TaskRow>(
-        `WITH picked AS MATERIALIZED (
-           SELECT id FROM tasks WHERE ${due} ORDER BY next_run_at, seq LIMIT $4 FOR UPDATE SKIP LOCKED)
-         UPDATE tasks SET lease_owner = $1, lease_until = $3
-         WHERE id IN (SELECT id FROM picked) AND ${due}
-         RETURNING *`,
-        [owner, now, now + leaseMs, limit],
-      )
+      const { rows } = await query<TaskRow>(claimSql('tasks', due, 'next_run_at', share), [
+        owner,
+        now,
+        now + leaseMs,
+        limit,
+        ...shareValues(share),
+      ])
       return rows.sort(byDue((r) => Number(r.next_run_at))).map(toTask)
+    },
+    async findByIdempotencyKey(accountId, idempotencyKey, since) {
+      const { rows } = await query<TaskRow>(
+        `SELECT t.* FROM task_keys k JOIN tasks t ON t.id = k.task_id
+         WHERE k.account_id = $1 AND k.idempotency_key = $2 AND k.created_at >= $3`,
+        [accountId, idempotencyKey, since],
+      )
+      return rows[0] ? toTask(rows[0]) : null
     },
     async advance(id, owner, expectStatus, patch) {
       const values: unknown[] = [id, owner, expectStatus]
@@ -249,11 +290,20 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       if (patch.nextRunAt !== undefined) set('next_run_at', patch.nextRunAt)
       if (patch.runs !== undefined) set('runs', patch.runs)
       if (patch.updatedAt !== undefined) set('updated_at', patch.updatedAt)
+      if (patch.submitStartedAt !== undefined) set('submit_started_at', patch.submitStartedAt)
       const { rows } = await query<TaskRow>(
         `UPDATE tasks SET ${sets.join(', ')} WHERE id = $1 AND lease_owner = $2 AND status = $3 RETURNING *`,
         values,
       )
       return rows[0] ? toTask(rows[0]) : null
+    },
+    async markSubmitting(id, owner, now) {
+      const { rowCount } = await query(
+        `UPDATE tasks SET submit_started_at = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'processing'
+           AND upstream_state IS NULL`,
+        [id, owner, now],
+      )
+      return (rowCount ?? 0) > 0
     },
     async cancel(accountId, id, now) {
       const { rows } = await query<TaskRow>(
@@ -346,16 +396,11 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
         ],
       )
     },
-    async claimDue(owner, now, leaseMs, limit) {
+    async claimDue(owner, now, leaseMs, limit, share) {
       const due = `status = 'pending' AND next_attempt_at <= $2 AND (lease_owner = '' OR lease_until <= $2)`
       const { rows } = await query<DeliveryRow>(
-        `WITH picked AS MATERIALIZED (
-           SELECT id FROM webhook_deliveries WHERE ${due} ORDER BY next_attempt_at, seq LIMIT $4
-           FOR UPDATE SKIP LOCKED)
-         UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $3
-         WHERE id IN (SELECT id FROM picked) AND ${due}
-         RETURNING *`,
-        [owner, now, now + leaseMs, limit],
+        claimSql('webhook_deliveries', due, 'next_attempt_at', share),
+        [owner, now, now + leaseMs, limit, ...shareValues(share)],
       )
       return rows.sort(byDue((r) => Number(r.next_attempt_at))).map(toDelivery)
     },

@@ -185,4 +185,10 @@ export const sqliteMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 4,
+    // When a task's submit started (store/tasks.ts TaskRecord.submitStartedAt): a submit cut by a
+    // crash is not sent again.
+    sql: `ALTER TABLE tasks ADD COLUMN submit_started_at INTEGER;`,
+  },
 ]

@@ -2,6 +2,7 @@ import type { SQLInputValue } from 'node:sqlite'
 import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
 import type { TaskStores } from './tasks-memory.ts'
 import type {
+  ClaimShare,
   DeliveryStatus,
   OutputStore,
   SecretStore,
@@ -54,6 +55,7 @@ interface TaskRow {
   lease_until: number
   idempotency_key: string | null
   request_hash: string | null
+  submit_started_at: number | null
 }
 
 interface OutputRow {
@@ -108,6 +110,7 @@ const toTask = (r: TaskRow): TaskRecord => ({
   leaseUntil: r.lease_until,
   idempotencyKey: r.idempotency_key,
   requestHash: r.request_hash,
+  submitStartedAt: r.submit_started_at ?? null,
 })
 
 const toOutput = (r: OutputRow): StoredOutput => ({
@@ -144,6 +147,36 @@ const jsonOrNull = (v: JsonValue | TaskError | null): string | null => (v === nu
 const DUE_TASK = `(status = 'processing' OR cancel_upstream = 1) AND next_run_at <= ?
   AND (lease_owner = '' OR lease_until <= ?)`
 
+/**
+ * The ids of up to `limit` rows of `table` matching `due` (its `?` bound to `now` twice), oldest by
+ * `at` first; with a share, ranked per account (ROW_NUMBER) so accounts are served in turn, each up
+ * to its room (`busy` joined in as a JSON object).
+ */
+function dueQuery(
+  table: string,
+  due: string,
+  at: string,
+  share: ClaimShare | undefined,
+): { sql: string; extra: (limit: number) => SQLInputValue[] } {
+  if (!share) {
+    return {
+      sql: `SELECT * FROM ${table} WHERE ${due} ORDER BY ${at}, seq LIMIT ?`,
+      extra: (limit) => [limit],
+    }
+  }
+  return {
+    sql: `SELECT * FROM (
+        SELECT r.* FROM (
+          SELECT *, ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY ${at}, seq) AS account_rank
+          FROM ${table} WHERE ${due}) r
+        LEFT JOIN json_each(?) b ON b.key = r.account_id
+        WHERE r.account_rank <= ? - COALESCE(b.value, 0)
+        ORDER BY r.account_rank, r.${at}, r.seq LIMIT ?)
+      ORDER BY ${at}, seq`,
+    extra: (limit) => [JSON.stringify(Object.fromEntries(share.busy)), share.perAccount, limit],
+  }
+}
+
 export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelpers): TaskStores {
   const taskById = (id: string): TaskRecord | null => {
     const r = get<TaskRow>('SELECT * FROM tasks WHERE id = ?', id)
@@ -152,7 +185,8 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
   const writeTask = (t: TaskRecord): void => {
     run(
       `UPDATE tasks SET status = ?, upstream_state = ?, cancel_upstream = ?, outputs = ?, error = ?,
-         updated_at = ?, next_run_at = ?, runs = ?, lease_owner = ?, lease_until = ? WHERE id = ?`,
+         updated_at = ?, next_run_at = ?, runs = ?, lease_owner = ?, lease_until = ?, submit_started_at = ?
+       WHERE id = ?`,
       t.status,
       jsonOrNull(t.upstreamState),
       t.cancelUpstream ? 1 : 0,
@@ -163,6 +197,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       t.runs,
       t.leaseOwner,
       t.leaseUntil,
+      t.submitStartedAt,
       t.id,
     )
   }
@@ -195,8 +230,9 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         run(
           `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
-             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
+             submit_started_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           task.id,
           task.accountId,
           task.model,
@@ -221,6 +257,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
           task.idempotencyKey,
           task.requestHash,
           task.origin,
+          task.submitStartedAt,
         )
         return { task: taskById(task.id)!, created: true }
       })
@@ -228,20 +265,28 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
     async get(id) {
       return read(() => taskById(id))
     },
-    async claimDue(owner, now, leaseMs, limit) {
+    async claimDue(owner, now, leaseMs, limit, share) {
+      const q = dueQuery('tasks', DUE_TASK, 'next_run_at', share)
       return tx(() => {
-        const due = all<TaskRow>(
-          `SELECT * FROM tasks WHERE ${DUE_TASK} ORDER BY next_run_at, seq LIMIT ?`,
-          now,
-          now,
-          limit,
-        ).map(toTask)
+        const due = all<TaskRow>(q.sql, now, now, ...q.extra(limit)).map(toTask)
         for (const t of due) {
           t.leaseOwner = owner
           t.leaseUntil = now + leaseMs
           run('UPDATE tasks SET lease_owner = ?, lease_until = ? WHERE id = ?', owner, t.leaseUntil, t.id)
         }
         return due
+      })
+    },
+    async findByIdempotencyKey(accountId, idempotencyKey, since) {
+      return read(() => {
+        const r = get<TaskRow>(
+          `SELECT t.* FROM task_keys k JOIN tasks t ON t.id = k.task_id
+           WHERE k.account_id = ? AND k.idempotency_key = ? AND k.created_at >= ?`,
+          accountId,
+          idempotencyKey,
+          since,
+        )
+        return r ? toTask(r) : null
       })
     },
     async advance(id, owner, expectStatus, patch) {
@@ -257,6 +302,18 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         writeTask(next)
         return next
       })
+    },
+    async markSubmitting(id, owner, now) {
+      return tx(
+        () =>
+          run(
+            `UPDATE tasks SET submit_started_at = ? WHERE id = ? AND lease_owner = ? AND status = 'processing'
+               AND upstream_state IS NULL`,
+            now,
+            id,
+            owner,
+          ) > 0,
+      )
     },
     async cancel(accountId, id, now) {
       return tx(() => {
@@ -366,15 +423,15 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         ),
       )
     },
-    async claimDue(owner, now, leaseMs, limit) {
+    async claimDue(owner, now, leaseMs, limit, share) {
+      const q = dueQuery(
+        'webhook_deliveries',
+        `status = 'pending' AND next_attempt_at <= ? AND (lease_owner = '' OR lease_until <= ?)`,
+        'next_attempt_at',
+        share,
+      )
       return tx(() => {
-        const due = all<DeliveryRow>(
-          `SELECT * FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?
-             AND (lease_owner = '' OR lease_until <= ?) ORDER BY next_attempt_at, seq LIMIT ?`,
-          now,
-          now,
-          limit,
-        ).map(toDelivery)
+        const due = all<DeliveryRow>(q.sql, now, now, ...q.extra(limit)).map(toDelivery)
         for (const d of due) {
           d.leaseOwner = owner
           d.leaseUntil = now + leaseMs

@@ -1,4 +1,5 @@
 import type {
+  ClaimShare,
   OutputStore,
   SecretStore,
   StoredOutput,
@@ -16,6 +17,30 @@ const copyDelivery = (d: WebhookDelivery): WebhookDelivery => ({ ...d })
 const copyOutput = (o: StoredOutput): StoredOutput => ({ ...o })
 
 const isFinished = (t: TaskRecord): boolean => t.status !== 'processing'
+
+/**
+ * Up to `limit` of `due` (oldest first) under `share` (store/tasks.ts ClaimShare): accounts in turn,
+ * each up to its room; handed back oldest first.
+ */
+function pickShared<T extends { accountId: string }>(
+  due: readonly T[],
+  limit: number,
+  share: ClaimShare | undefined,
+): T[] {
+  if (!share) return due.slice(0, limit)
+  const rank = new Map<string, number>()
+  const ranked: { item: T; rank: number; order: number }[] = []
+  due.forEach((item, order) => {
+    const r = (rank.get(item.accountId) ?? 0) + 1
+    rank.set(item.accountId, r)
+    if (r <= share.perAccount - (share.busy.get(item.accountId) ?? 0)) ranked.push({ item, rank: r, order })
+  })
+  return ranked
+    .sort((a, b) => a.rank - b.rank || a.order - b.order)
+    .slice(0, limit)
+    .sort((a, b) => a.order - b.order)
+    .map((r) => r.item)
+}
 
 export interface TaskStores {
   tasks: TaskStore
@@ -50,8 +75,8 @@ export function createMemoryTaskStores(): TaskStores {
       const t = tasks.get(id)
       return t ? copyTask(t) : null
     },
-    async claimDue(owner, now, leaseMs, limit) {
-      const due = [...tasks.values()]
+    async claimDue(owner, now, leaseMs, limit, share) {
+      const all = [...tasks.values()]
         .filter(
           (t) =>
             (t.status === 'processing' || t.cancelUpstream) &&
@@ -59,18 +84,28 @@ export function createMemoryTaskStores(): TaskStores {
             (t.leaseOwner === '' || t.leaseUntil <= now),
         )
         .sort((a, b) => a.nextRunAt - b.nextRunAt)
-        .slice(0, limit)
+      const due = pickShared(all, limit, share)
       for (const t of due) {
         t.leaseOwner = owner
         t.leaseUntil = now + leaseMs
       }
       return due.map(copyTask)
     },
+    async findByIdempotencyKey(accountId, idempotencyKey, since) {
+      const t = tasks.get(byKey.get(`${accountId}\0${idempotencyKey}`) ?? '')
+      return t && t.createdAt >= since ? copyTask(t) : null
+    },
     async advance(id, owner, expectStatus, patch) {
       const t = tasks.get(id)
       if (!t || t.leaseOwner !== owner || t.status !== expectStatus) return null
       Object.assign(t, structuredClone(patch), { leaseOwner: '', leaseUntil: 0 })
       return copyTask(t)
+    },
+    async markSubmitting(id, owner, now) {
+      const t = tasks.get(id)
+      if (!t || t.leaseOwner !== owner || t.status !== 'processing' || t.upstreamState !== null) return false
+      t.submitStartedAt = now
+      return true
     },
     async cancel(accountId, id, now) {
       const t = tasks.get(id)
@@ -128,14 +163,14 @@ export function createMemoryTaskStores(): TaskStores {
     async enqueue(delivery) {
       if (!deliveries.has(delivery.id)) deliveries.set(delivery.id, copyDelivery(delivery))
     },
-    async claimDue(owner, now, leaseMs, limit) {
-      const due = [...deliveries.values()]
+    async claimDue(owner, now, leaseMs, limit, share) {
+      const all = [...deliveries.values()]
         .filter(
           (d) =>
             d.status === 'pending' && d.nextAttemptAt <= now && (d.leaseOwner === '' || d.leaseUntil <= now),
         )
         .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt)
-        .slice(0, limit)
+      const due = pickShared(all, limit, share)
       for (const d of due) {
         d.leaseOwner = owner
         d.leaseUntil = now + leaseMs

@@ -64,13 +64,38 @@ export interface TaskRecord {
   /** `Idempotency-Key` of the creating request and the SHA-256 of its body, when it had one. */
   idempotencyKey: string | null
   requestHash: string | null
+  /**
+   * When a submit to the upstream started, while `upstreamState` is still null: set, the upstream may
+   * have accepted the job (the instance stopped before it recorded the answer), so it is not sent again.
+   */
+  submitStartedAt: number | null
+}
+
+/**
+ * A claim's per-account share: one account's backlog must not take every worker of an instance.
+ * Each account gets at most `perAccount` leases minus what `busy` says the caller already works on
+ * for it; accounts are served in turn (every account's oldest due item before any account's second),
+ * and the result is handed back oldest first.
+ */
+export interface ClaimShare {
+  perAccount: number
+  /** Account id → items of that account the caller holds now. */
+  busy: ReadonlyMap<string, number>
 }
 
 /** What `advance` may change. */
 export type TaskPatch = Partial<
   Pick<
     TaskRecord,
-    'status' | 'upstreamState' | 'cancelUpstream' | 'outputs' | 'error' | 'nextRunAt' | 'runs' | 'updatedAt'
+    | 'status'
+    | 'upstreamState'
+    | 'cancelUpstream'
+    | 'outputs'
+    | 'error'
+    | 'nextRunAt'
+    | 'runs'
+    | 'updatedAt'
+    | 'submitStartedAt'
   >
 >
 
@@ -88,13 +113,29 @@ export interface TaskStore {
    * now`, whose lease is free or expired. Each gets `leaseOwner = owner`, `leaseUntil = now + leaseMs`.
    * Oldest `nextRunAt` first. Two instances never get the same task while a lease holds.
    */
-  claimDue(owner: string, now: number, leaseMs: number, limit: number): Promise<TaskRecord[]>
+  claimDue(
+    owner: string,
+    now: number,
+    leaseMs: number,
+    limit: number,
+    share?: ClaimShare,
+  ): Promise<TaskRecord[]>
+  /**
+   * The account's task created with `idempotencyKey` after `since`, or null: a retry is answered
+   * from it before anything is admitted or held.
+   */
+  findByIdempotencyKey(accountId: string, idempotencyKey: string, since: number): Promise<TaskRecord | null>
   /**
    * Applies `patch` and frees the lease, only if `owner` still holds it and the task is still in
    * `expectStatus` (a cancel in between wins). Returns the task after the change, or null when
    * nothing was changed.
    */
   advance(id: string, owner: string, expectStatus: TaskStatus, patch: TaskPatch): Promise<TaskRecord | null>
+  /**
+   * Records that a submit starts (`submitStartedAt = now`), keeping the lease: only if `owner` holds
+   * it and the task is `processing` without an upstream state. False when nothing was written.
+   */
+  markSubmitting(id: string, owner: string, now: number): Promise<boolean>
   /**
    * The account's client cancels: a `processing` task becomes `cancelled` with `cancelUpstream` set
    * when `upstreamState` is not null (nextRunAt = now, so the runner cancels it upstream soon).
@@ -155,7 +196,13 @@ export interface WebhookStore {
   /** Adds the delivery; nothing when one with the same id exists (a finish that runs twice sends once). */
   enqueue(delivery: WebhookDelivery): Promise<void>
   /** Like TaskStore.claimDue, for `pending` deliveries with `nextAttemptAt <= now`. */
-  claimDue(owner: string, now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]>
+  claimDue(
+    owner: string,
+    now: number,
+    leaseMs: number,
+    limit: number,
+    share?: ClaimShare,
+  ): Promise<WebhookDelivery[]>
   /** Records an attempt's result and frees the lease, only if `owner` still holds it. */
   record(
     id: string,

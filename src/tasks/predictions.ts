@@ -64,6 +64,18 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
 const notFound = (id: string) =>
   new GatewayError('prediction_not_found', `prediction ${id} not found`, { param: 'prediction_id' })
 
+/** The first task of an Idempotency-Key, for a repeat of its request; 409 for another body. */
+function repeatOf(task: TaskRecord, requestHash: string | null): TaskRecord {
+  if (task.requestHash !== requestHash) {
+    throw new GatewayError(
+      'idempotency_key_reused',
+      'this Idempotency-Key was used with a different request body in the last 24 hours',
+      { param: 'Idempotency-Key' },
+    )
+  }
+  return task
+}
+
 export function createPredictions(d: PredictionsDeps): Predictions {
   const p = d.config.predictions
 
@@ -87,7 +99,6 @@ export function createPredictions(d: PredictionsDeps): Predictions {
       )
     }
     const media = parseMediaInput(model.family, req.input)
-    if (req.webhook !== undefined) await d.checkWebhook(req.webhook)
     if (options.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(options.idempotencyKey)) {
       throw invalidRequest(
         'invalid_value',
@@ -95,6 +106,30 @@ export function createPredictions(d: PredictionsDeps): Predictions {
         'Idempotency-Key',
       )
     }
+    const requestHash =
+      options.idempotencyKey === undefined
+        ? null
+        : createHash('sha256')
+            .update(
+              canonicalJson({
+                model: req.model,
+                input: req.input,
+                webhook: req.webhook ?? null,
+                function: req.function ?? null,
+              }),
+            )
+            .digest('hex')
+    if (options.idempotencyKey !== undefined) {
+      // A retry is answered from its task before admission: the first task's hold may be what uses
+      // the balance now, and a retry must not get 402 for it (nor hold the price twice).
+      const existing = await d.store.tasks.findByIdempotencyKey(
+        account.id,
+        options.idempotencyKey,
+        d.now() - IDEMPOTENCY_WINDOW_MS,
+      )
+      if (existing) return repeatOf(existing, requestHash)
+    }
+    if (req.webhook !== undefined) await d.checkWebhook(req.webhook)
     const deployment = model.deployments.find((x) => d.servesMedia(x.provider))
     if (!deployment) {
       throw new GatewayError(
@@ -115,19 +150,6 @@ export function createPredictions(d: PredictionsDeps): Predictions {
       ttlMs: p.maxTaskMs + HOLD_MARGIN_MS,
       now,
     })
-    const requestHash =
-      options.idempotencyKey === undefined
-        ? null
-        : createHash('sha256')
-            .update(
-              canonicalJson({
-                model: req.model,
-                input: req.input,
-                webhook: req.webhook ?? null,
-                function: req.function ?? null,
-              }),
-            )
-            .digest('hex')
     const task: TaskRecord = {
       id,
       accountId: account.id,
@@ -153,6 +175,7 @@ export function createPredictions(d: PredictionsDeps): Predictions {
       leaseUntil: 0,
       idempotencyKey: options.idempotencyKey ?? null,
       requestHash,
+      submitStartedAt: null,
     }
     let stored: { task: TaskRecord; created: boolean }
     try {
@@ -162,16 +185,9 @@ export function createPredictions(d: PredictionsDeps): Predictions {
       throw err
     }
     if (!stored.created) {
-      // A repeat: nothing new starts and nothing new is held.
+      // A repeat that raced the first create: nothing new starts and nothing new is held.
       await release(d, { id, accountId: account.id }, 0, d.now())
-      if (stored.task.requestHash !== requestHash) {
-        throw new GatewayError(
-          'idempotency_key_reused',
-          'this Idempotency-Key was used with a different request body in the last 24 hours',
-          { param: 'Idempotency-Key' },
-        )
-      }
-      return stored.task
+      return repeatOf(stored.task, requestHash)
     }
     d.log.info({ taskId: id, model: model.slug, provider: deployment.provider }, 'task created')
     d.wake()

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { PredictionsConfig } from '../config.ts'
-import { toGatewayError } from '../errors.ts'
+import { toGatewayError, UpstreamError } from '../errors.ts'
 import type { BillableUsage } from '../billing/prices.ts'
 import type {
   MediaAdapter,
@@ -60,7 +60,10 @@ export interface TaskRunner {
   start(tickMs: number): void
   /** Looks for due tasks now (a task was just created). */
   wake(): void
-  /** Stops claiming, aborts the steps in flight (their tasks are freed for the next run) and waits. */
+  /**
+   * Stops claiming, aborts the polls and cancels in flight (their tasks are freed for the next run)
+   * and waits for them; a submit in flight is waited for, not cut (at most 80 % of the lease).
+   */
   stop(): Promise<void>
 }
 
@@ -70,6 +73,34 @@ export function pollDelay(
   config: Pick<PredictionsConfig, 'pollIntervalMs' | 'maxPollIntervalMs'>,
 ) {
   return Math.min(config.pollIntervalMs * 2 ** Math.min(runs, 30), config.maxPollIntervalMs)
+}
+
+/** Network errors of the connect phase: the request never left, so no upstream job can exist. */
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+])
+
+/**
+ * Whether a failed submit certainly left no job upstream: refused at connect (the request was never
+ * sent) or answered 429 (the upstream turned it away). A timeout, a reset or a 5xx may come after
+ * the upstream accepted the job, which a repeat would start (and bill) a second time.
+ */
+export function submitNotAccepted(err: unknown): boolean {
+  if (err instanceof UpstreamError && err.upstreamStatus === 429) return true
+  let e: unknown = err
+  for (let depth = 0; depth < 5 && typeof e === 'object' && e !== null; depth++) {
+    const code = (e as { code?: unknown }).code
+    if (typeof code === 'string' && NOT_SENT_CODES.has(code)) return true
+    // Several addresses tried (happy eyeballs): refused only when every one was.
+    if (e instanceof AggregateError && e.errors.length > 0) return e.errors.every((x) => submitNotAccepted(x))
+    e = (e as { cause?: unknown }).cause
+  }
+  return false
 }
 
 export function toJob(t: TaskRecord): MediaJob {
@@ -83,9 +114,13 @@ export function toJob(t: TaskRecord): MediaJob {
 
 export function createTaskRunner(d: RunnerDeps): TaskRunner {
   const inFlight = new Set<Promise<void>>()
+  /** Account id → its steps running here now. */
+  const busy = new Map<string, number>()
   const stopping = new AbortController()
   let timer: NodeJS.Timeout | undefined
   let claiming: Promise<number> | undefined
+  /** A step ended while a claim was under way: claim again after it. */
+  let again = false
 
   function callFor(p: MediaProvider, t: TaskRecord, signal: AbortSignal): MediaCall {
     return {
@@ -139,8 +174,12 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
 
   async function step(t: TaskRecord): Promise<void> {
     const p = d.providerFor(t.provider)
-    // A step never outlives its lease: past it another instance may take the task over.
-    const signal = AbortSignal.any([stopping.signal, AbortSignal.timeout(Math.floor(d.config.leaseMs * 0.8))])
+    const submitting = t.upstreamState === null && t.status === 'processing'
+    // A step never outlives its lease: past it another instance may take the task over. A submit is
+    // not cut by this instance stopping (stop waits for it): cut, it may have started a job upstream
+    // that nobody would know of.
+    const leaseTimeout = AbortSignal.timeout(Math.floor(d.config.leaseMs * 0.8))
+    const signal = submitting ? leaseTimeout : AbortSignal.any([stopping.signal, leaseTimeout])
     if (t.status === 'cancelled') {
       await cancelUpstream(p, t, signal)
       await advance(t, { cancelUpstream: false })
@@ -161,6 +200,20 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
       })
       return
     }
+    if (submitting && !p.adapter.idempotentSubmit) {
+      if (t.submitStartedAt !== null) {
+        // A submit began and its answer was never recorded (the instance holding the task died or
+        // was killed): the upstream may run that job, so a second one is not started.
+        await fail(t, {
+          code: 'upstream_error',
+          message:
+            'the gateway stopped while submitting the job and cannot tell whether the upstream accepted it; it is not submitted again',
+        })
+        return
+      }
+      // Recorded before the request leaves, so whoever takes the task over after a crash knows.
+      if (!(await d.tasks.markSubmitting(t.id, d.owner, d.now()))) return
+    }
     let s: MediaStep
     try {
       const call = callFor(p, t, signal)
@@ -177,12 +230,29 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
         await fail(t, { code: 'internal_error', message: 'the task failed inside the gateway' })
         return
       }
+      if (
+        submitting &&
+        (signal.aborted || e.retryable || e.status >= 500) &&
+        !p.adapter.idempotentSubmit &&
+        !submitNotAccepted(err)
+      ) {
+        // The upstream may have accepted the job before the answer was lost (a timeout, a 5xx, a
+        // reset): submitting again could start and bill a second job. The task fails instead.
+        d.log.warn({ err, taskId: t.id }, 'task submit failed after it may have reached the upstream')
+        await fail(t, {
+          code: signal.aborted ? 'upstream_timeout' : e.code,
+          message: `the upstream did not confirm the job (${signal.aborted ? 'timed out' : e.message}); it is not submitted again, since the upstream may have started it`,
+        })
+        return
+      }
       if (signal.aborted || e.retryable || e.status >= 500) {
         // Network trouble, an upstream 5xx or 429, or this instance stopping: try again later.
         d.log.warn({ err, taskId: t.id, runs: t.runs }, 'task step failed; will retry')
         await advance(t, {
           runs: t.runs + 1,
           nextRunAt: d.now() + (stopping.signal.aborted ? 0 : pollDelay(t.runs, d.config)),
+          // A submit that certainly left no job behind may be sent again.
+          ...(submitting ? { submitStartedAt: null } : {}),
         })
         return
       }
@@ -216,13 +286,26 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
     }
   }
 
-  /** Claims what is due and starts its steps; `steps` resolves when they are done. */
+  /**
+   * Claims what is due and fits the free slots, each account within its share (one account's tasks
+   * on an upstream that hangs hold only that share), and starts their steps; `steps` resolves when
+   * they are done.
+   */
   async function claim(): Promise<{ count: number; steps: Promise<unknown> }> {
     const room = d.config.concurrency - inFlight.size
     if (room <= 0 || stopping.signal.aborted) return { count: 0, steps: Promise.resolve() }
-    const due = await d.tasks.claimDue(d.owner, d.now(), d.config.leaseMs, room)
+    const share = { perAccount: d.config.accountConcurrency, busy: new Map(busy) }
+    const due = await d.tasks.claimDue(d.owner, d.now(), d.config.leaseMs, room, share)
     const steps = due.map((t) => {
-      const p = guarded(t).finally(() => inFlight.delete(p))
+      busy.set(t.accountId, (busy.get(t.accountId) ?? 0) + 1)
+      const p = guarded(t).finally(() => {
+        inFlight.delete(p)
+        const left = (busy.get(t.accountId) ?? 1) - 1
+        if (left > 0) busy.set(t.accountId, left)
+        else busy.delete(t.accountId)
+        // Its slot is free: fill it now rather than at the next tick.
+        if (timer) tick()
+      })
       inFlight.add(p)
       return p
     })
@@ -230,7 +313,11 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
   }
 
   function tick(): void {
-    if (claiming) return
+    if (stopping.signal.aborted) return
+    if (claiming) {
+      again = true
+      return
+    }
     // The timer does not wait for the steps: a slow upstream must not hold up the other tasks.
     claiming = claim()
       .then((c) => c.count)
@@ -240,6 +327,10 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
       })
       .finally(() => {
         claiming = undefined
+        if (again) {
+          again = false
+          tick()
+        }
       })
   }
 

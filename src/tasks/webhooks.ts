@@ -11,13 +11,16 @@ import { signWebhook } from './webhook-signing.ts'
 // WebhookStore; every instance runs a sender that leases due deliveries, so a delivery whose sender
 // died is taken over once its lease runs out (which may send it twice: receivers dedupe on
 // `webhook-id`). The lease must outlast one attempt (`timeoutMs`), or a slow receiver gets doubles.
+//
+// Scheduling is per account: an instance sends at most `concurrency` deliveries at once and at most
+// `accountConcurrency` of one account, so receivers that hang (each attempt up to `timeoutMs`) hold
+// only their own account's share. Each attempt runs on its own: when one ends, its slot is filled by
+// a new claim at once, without waiting for the others claimed with it.
 
 export type WebhookEvent = 'task.finished'
 
 export type WebhookConfig = PredictionsConfig['webhooks']
 
-/** Deliveries one `runOnce` claims and sends at once. */
-const CLAIM_LIMIT = 16
 /** Receivers answer with a status; a longer body fails the attempt rather than fill memory. */
 const MAX_RESPONSE_BYTES = 64 * 1024
 const MAX_ERROR_LENGTH = 200
@@ -85,9 +88,15 @@ export interface WebhookSenderDeps {
 }
 
 export interface WebhookSender {
-  /** Claims the due deliveries, sends each once and records the results; returns how many were sent. */
+  /**
+   * Claims the due deliveries that fit the free slots, sends each once and records the results;
+   * returns how many were sent.
+   */
   runOnce(): Promise<number>
-  /** Runs `runOnce` every `intervalMs` (never two at once) until `stop`. */
+  /**
+   * Looks for due deliveries every `intervalMs`, and whenever an attempt ends, until `stop`; an
+   * attempt does not wait for the others.
+   */
   start(intervalMs: number): void
   /** Stops the loop and waits for the attempts in flight. */
   stop(): Promise<void>
@@ -96,8 +105,14 @@ export interface WebhookSender {
 export function createWebhookSender(deps: WebhookSenderDeps): WebhookSender {
   const { store, config, log, owner } = deps
   const inFlight = new Set<Promise<unknown>>()
+  /** Account id → its deliveries being attempted here now. */
+  const busy = new Map<string, number>()
+  let active = 0
   let timer: NodeJS.Timeout | undefined
-  let stopped = false
+  let stopped = true
+  /** The claim under way, and whether a slot freed up meanwhile (claim again after it). */
+  let claiming: Promise<unknown> | undefined
+  let again = false
 
   const track = <T>(p: Promise<T>): Promise<T> => {
     inFlight.add(p)
@@ -165,41 +180,72 @@ export function createWebhookSender(deps: WebhookSenderDeps): WebhookSender {
     if (!recorded) log.warn({ deliveryId: d.id }, 'webhook lease lost before the result was recorded')
   }
 
-  async function runOnce(): Promise<number> {
-    const due = await store.claimDue(owner, deps.now(), deps.leaseMs, CLAIM_LIMIT)
-    await Promise.all(
-      due.map((d) =>
-        track(
-          attempt(d).catch((err: unknown) => {
-            // Only the store can fail here; the lease runs out and the delivery is tried again.
-            log.error({ err, deliveryId: d.id }, 'webhook result not recorded')
-          }),
-        ),
-      ),
-    )
-    return due.length
+  /** Starts the attempt of a claimed delivery in its own slot; the slot is freed when it ends. */
+  function launch(d: WebhookDelivery): Promise<void> {
+    active++
+    busy.set(d.accountId, (busy.get(d.accountId) ?? 0) + 1)
+    const done = attempt(d)
+      .catch((err: unknown) => {
+        // Only the store can fail here; the lease runs out and the delivery is tried again.
+        log.error({ err, deliveryId: d.id }, 'webhook result not recorded')
+      })
+      .finally(() => {
+        active--
+        const left = (busy.get(d.accountId) ?? 1) - 1
+        if (left > 0) busy.set(d.accountId, left)
+        else busy.delete(d.accountId)
+        pump()
+      })
+    return track(done)
   }
 
-  function schedule(intervalMs: number): void {
+  /** Claims what fits the free slots (each account within its share) and starts each attempt. */
+  async function claim(): Promise<Promise<void>[]> {
+    const room = config.concurrency - active
+    if (room <= 0) return []
+    const share = { perAccount: config.accountConcurrency, busy: new Map(busy) }
+    const due = await store.claimDue(owner, deps.now(), deps.leaseMs, room, share)
+    return due.map(launch)
+  }
+
+  /** The background loop's claim: never two at once; a slot freed meanwhile is filled right after. */
+  function pump(): void {
     if (stopped) return
-    timer = setTimeout(() => {
-      timer = undefined
-      void track(runOnce())
+    if (claiming) {
+      again = true
+      return
+    }
+    claiming = track(
+      claim()
         .catch((err: unknown) => log.error({ err }, 'webhook sender pass failed'))
-        .finally(() => schedule(intervalMs))
-    }, intervalMs)
-    timer.unref()
+        .finally(() => {
+          claiming = undefined
+          if (again) {
+            again = false
+            pump()
+          }
+        }),
+    )
+  }
+
+  async function runOnce(): Promise<number> {
+    const started = await claim()
+    await Promise.all(started)
+    return started.length
   }
 
   return {
     runOnce: () => track(runOnce()),
     start(intervalMs) {
       stopped = false
-      if (timer === undefined) schedule(intervalMs)
+      if (timer !== undefined) return
+      timer = setInterval(pump, intervalMs)
+      timer.unref()
+      pump()
     },
     async stop() {
       stopped = true
-      if (timer !== undefined) clearTimeout(timer)
+      if (timer !== undefined) clearInterval(timer)
       timer = undefined
       while (inFlight.size > 0) await Promise.allSettled([...inFlight])
     },

@@ -53,6 +53,7 @@ export function taskFixture(over: Partial<TaskRecord> = {}): TaskRecord {
     leaseUntil: 0,
     idempotencyKey: null,
     requestHash: null,
+    submitStartedAt: null,
     ...over,
   }
 }
@@ -292,6 +293,48 @@ export function describeTaskStoreContract(
         expect((await tasks.get(a!.id))!.leaseOwner).toBe('two')
       })
 
+      it('claimDue with a share serves accounts in turn, each up to its room, oldest first', async () => {
+        const { tasks } = await openStore()
+        // Account a's backlog is older than everything of b and c.
+        const a = [0, 1, 2, 3, 4, 5].map((n) => taskFixture({ accountId: 'acct-a', nextRunAt: T0 + n }))
+        const b = [0, 1, 2].map((n) => taskFixture({ accountId: 'acct-b', nextRunAt: T0 + 10 + n }))
+        const c = taskFixture({ accountId: 'acct-c', nextRunAt: T0 + 20 })
+        for (const t of [...b, c, ...a]) await tasks.create(t, 0)
+        const now = T0 + 100
+
+        // With one: every account's first before any account's second; a already works on one here.
+        const share = { perAccount: 2, busy: new Map([['acct-a', 1]]) }
+        const first = await tasks.claimDue('w1', now, 1000, 3, share)
+        expect(ids(first)).toEqual([a[0]!.id, b[0]!.id, c.id])
+        // The caller now works on those too: a has no room left, b gets its second, c has no more.
+        const after = new Map([
+          ['acct-a', 2],
+          ['acct-b', 1],
+          ['acct-c', 1],
+        ])
+        const second = await tasks.claimDue('w1', now, 1000, 10, { perAccount: 2, busy: after })
+        expect(ids(second)).toEqual([b[1]!.id])
+        const busy = new Map([
+          ['acct-a', 2],
+          ['acct-b', 2],
+          ['acct-c', 1],
+        ])
+        expect(await tasks.claimDue('w1', now, 1000, 10, { perAccount: 2, busy })).toEqual([])
+        // Another instance with its own workers takes the rest, oldest first.
+        const rest = await tasks.claimDue('w2', now, 1000, 10, { perAccount: 5, busy: new Map() })
+        expect(ids(rest)).toEqual([...a.slice(1, 6).map((t) => t.id), b[2]!.id])
+      })
+
+      it('findByIdempotencyKey finds the task of the account with the key inside the window', async () => {
+        const { tasks } = await openStore()
+        const t = taskFixture({ idempotencyKey: 'k-find', requestHash: 'h', createdAt: T0 + 50 })
+        await tasks.create(t, 0)
+        expect(await tasks.findByIdempotencyKey('acct-a', 'k-find', T0 + 50)).toEqual(t)
+        expect(await tasks.findByIdempotencyKey('acct-a', 'k-find', T0 + 51)).toBeNull()
+        expect(await tasks.findByIdempotencyKey('acct-b', 'k-find', 0)).toBeNull()
+        expect(await tasks.findByIdempotencyKey('acct-a', 'k-other', 0)).toBeNull()
+      })
+
       it('advance applies the patch and frees the lease, only for the holder and the expected status', async () => {
         const { tasks } = await openStore()
         const t = taskFixture()
@@ -348,6 +391,28 @@ export function describeTaskStoreContract(
           }),
         ).toEqual(failed)
         expect(await tasks.get(t.id)).toEqual(failed)
+      })
+
+      it('markSubmitting records the start of a submit for the lease holder, keeping the lease', async () => {
+        const { tasks } = await openStore()
+        const t = taskFixture()
+        const started = taskFixture({ upstreamState: { job: 'already' } })
+        for (const x of [t, started]) await tasks.create(x, 0)
+        await tasks.claimDue('w1', T0, 1000, 5)
+        expect(await tasks.markSubmitting(t.id, 'w2', T0 + 1)).toBe(false)
+        expect(await tasks.markSubmitting(started.id, 'w1', T0 + 1)).toBe(false)
+        expect(await tasks.markSubmitting(taskId(), 'w1', T0 + 1)).toBe(false)
+        expect(await tasks.markSubmitting(t.id, 'w1', T0 + 7)).toBe(true)
+        const marked = { ...t, submitStartedAt: T0 + 7, leaseOwner: 'w1', leaseUntil: T0 + 1000 }
+        expect(await tasks.get(t.id)).toEqual(marked)
+        // A retry that certainly left nothing upstream clears it.
+        expect(await tasks.advance(t.id, 'w1', 'processing', { submitStartedAt: null, runs: 1 })).toEqual({
+          ...marked,
+          submitStartedAt: null,
+          runs: 1,
+          leaseOwner: '',
+          leaseUntil: 0,
+        })
       })
 
       it('a cancel between claim and advance wins', async () => {
@@ -578,6 +643,19 @@ export function describeTaskStoreContract(
           leased(d4, 'w2', now + 1199),
         ])
       })
+      it('claimDue with a share: the backlog of one account leaves room for the delivery of another', async () => {
+        const { webhooks } = await openStore()
+        const flood = Array.from({ length: 8 }, (_, n) =>
+          deliveryFixture(taskId(), `a${n}`, { accountId: 'acct-a', nextAttemptAt: T0 + n }),
+        )
+        const victim = deliveryFixture(taskId(), 'b', { accountId: 'acct-b', nextAttemptAt: T0 + 50 })
+        for (const d of [...flood, victim]) await webhooks.enqueue(d)
+        const share = { perAccount: 3, busy: new Map([['acct-a', 1]]) }
+        const claimed = await webhooks.claimDue('w', T0 + 100, 1000, 16, share)
+        expect(ids(claimed)).toEqual([flood[0]!.id, flood[1]!.id, victim.id])
+        expect((await webhooks.get(victim.id))!.leaseOwner).toBe('w')
+        expect((await webhooks.get(flood[2]!.id))!.leaseOwner).toBe('')
+      })
     })
 
     describe('secrets', () => {
@@ -635,6 +713,30 @@ export function describeTaskStoreContract(
           for (const t of a) expect((await other.tasks.get(t.id))!.leaseOwner).toBe('a')
           for (const t of b) expect((await store.tasks.get(t.id))!.leaseOwner).toBe('b')
         }
+      })
+
+      it('racing claims with a share never hand one task to both, and keep each share', async () => {
+        const { store, another } = await open()
+        if (!another) throw new Error(`${name}: a shared backend must give \`another\``)
+        const other = await another()
+        const all = Array.from({ length: 24 }, (_, n) =>
+          taskFixture({ accountId: `acct-${n % 3}`, nextRunAt: T0 + n }),
+        )
+        for (const t of all) await store.tasks.create(t, 0)
+        const share = { perAccount: 3, busy: new Map<string, number>() }
+        const [a, b] = await Promise.all([
+          store.tasks.claimDue('a', T0 + 100, 5000, 8, share),
+          other.tasks.claimDue('b', T0 + 100, 5000, 8, share),
+        ])
+        const taken = [...ids(a), ...ids(b)]
+        expect(new Set(taken).size).toBe(taken.length)
+        for (const claimed of [a, b]) {
+          for (const acct of ['acct-0', 'acct-1', 'acct-2']) {
+            expect(claimed.filter((t) => t.accountId === acct).length).toBeLessThanOrEqual(3)
+          }
+        }
+        const rest = await store.tasks.claimDue('c', T0 + 100, 5000, 30)
+        expect(new Set([...taken, ...ids(rest)])).toEqual(new Set(ids(all)))
       })
 
       it('racing delivery claims never hand one delivery to both', async () => {

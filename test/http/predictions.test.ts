@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { hashKey } from '../../src/config.ts'
-import { GatewayError } from '../../src/errors.ts'
+import { GatewayError, UpstreamError } from '../../src/errors.ts'
 import type { JsonValue, MediaAdapter, MediaJob, MediaStep } from '../../src/providers/async-media/types.ts'
 import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
 
@@ -351,25 +351,80 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     expect(Math.round(((await credits()).total_usage - before.total_usage) * 1e6)).toBe(10_000)
   })
 
-  it('a 4xx thrown by the adapter fails the task; a 5xx or network error is retried with backoff', async () => {
+  it('a submit refused at connect is retried with backoff; after a 5xx or a 4xx the task fails; a poll 5xx is retried', async () => {
     const { gw, script, post, get, step } = await setup()
+    const refused = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })
     script.submit = () => {
-      throw new GatewayError('upstream_error', 'upstream answered 503', { retryable: true })
+      throw new UpstreamError('upstream_error', 'upstream mock connection failed (ECONNREFUSED)', {
+        provider: 'mock',
+        retryable: true,
+        cause: refused,
+      })
     }
     const id = (await post({ model: 'mock/image', input: { prompt: 'x' } })).json().data.task_id
     await step()
     await step()
     expect(script.submits).toHaveLength(2)
-    const task = await gw.deps.store.tasks.get(id)
-    expect(task).toMatchObject({ status: 'processing', runs: 2, upstreamState: null })
+    expect(await gw.deps.store.tasks.get(id)).toMatchObject({
+      status: 'processing',
+      runs: 2,
+      upstreamState: null,
+    })
+    // A 503 may come after the upstream started the job: submitting again could start a second one.
+    script.submit = () => {
+      throw new UpstreamError('upstream_error', 'upstream answered 503', {
+        provider: 'mock',
+        upstreamStatus: 503,
+        retryable: true,
+      })
+    }
+    await step()
+    await step()
+    expect(script.submits).toHaveLength(3)
+    expect((await get(id)).json().data).toMatchObject({
+      task_status: 'failed',
+      error: { code: 'upstream_error' },
+    })
+
     script.submit = () => {
       throw new GatewayError('upstream_invalid_request', 'the upstream rejected the prompt')
     }
+    const rejected = (await post({ model: 'mock/image', input: { prompt: 'y' } })).json().data.task_id
     await step()
-    expect((await get(id)).json().data).toMatchObject({
+    expect((await get(rejected)).json().data).toMatchObject({
       task_status: 'failed',
       error: { code: 'upstream_invalid_request', message: 'the upstream rejected the prompt' },
     })
+
+    // Once the job exists upstream, a failed poll is simply tried again.
+    script.submit = () => ({ state: 'pending', job: { upstreamId: 'job-p' } })
+    script.pollSteps = [
+      () => {
+        throw new GatewayError('upstream_error', 'upstream answered 503', { retryable: true })
+      },
+    ]
+    const polled = (await post({ model: 'mock/image', input: { prompt: 'z' } })).json().data.task_id
+    await step()
+    await step()
+    expect(await gw.deps.store.tasks.get(polled)).toMatchObject({ status: 'processing', runs: 2 })
+  })
+
+  it('a submit whose instance died before recording the answer is not sent again: the task fails', async () => {
+    const { gw, clock, script, post, get, credits, step } = await setup()
+    const before = await credits()
+    const id = (await post({ model: 'mock/image', input: { prompt: 'x' } })).json().data.task_id
+    // Another instance leased the task, started its submit, and died.
+    const tasks = gw.deps.store.tasks
+    expect((await tasks.claimDue('dead-instance', clock.t, 60_000, 10)).map((t) => t.id)).toEqual([id])
+    expect(await tasks.markSubmitting(id, 'dead-instance', clock.t)).toBe(true)
+    await step(60_000) // the lease has run out: this instance takes the task over
+    expect(script.submits).toHaveLength(0)
+    expect((await get(id)).json().data).toMatchObject({
+      task_status: 'failed',
+      error: { code: 'upstream_error' },
+    })
+    expect((await credits()).total_usage).toBe(before.total_usage)
+    expect((await gw.deps.store.ledger.credits('dev', clock.t)).reserved).toBe(0n)
   })
 
   it('a fault inside the gateway (a bug, ffmpeg missing) fails the task at once without its details', async () => {
@@ -467,6 +522,39 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
     // Only the first task and k-2's hold credits: the repeat's hold was released.
     const reserved = (await gw.deps.store.ledger.credits('dev', Date.now())).reserved
     expect(reserved).toBeGreaterThan(0n)
+  })
+
+  it('Idempotency-Key: a retry returns its task whatever the balance (the first hold uses it all)', async () => {
+    // $0.20: one mock/video-a task holds $0.16 (720P, 8 s), so a second task would be 402.
+    const { gw, script, step } = await setup({
+      accounts: [{ id: 'tight', keys: [{ sha256: hashKey('sk-tight') }], credits: 0.2 }],
+    })
+    const send = (key: string) =>
+      gw.app.inject({
+        method: 'POST',
+        url: '/v1/predictions',
+        headers: { authorization: 'Bearer sk-tight', 'idempotency-key': key },
+        payload: { model: 'mock/video-a', input: { prompt: 'once' } },
+      })
+    const first = await send('retry-1')
+    expect(first.statusCode).toBe(200)
+    const id = first.json().data.task_id
+    const retry = await send('retry-1')
+    expect(retry.statusCode, retry.body).toBe(200)
+    expect(retry.json().data).toEqual({ task_id: id, task_status: 'processing' })
+    // A new key is a new task, which the balance cannot hold.
+    expect((await send('retry-2')).statusCode).toBe(402)
+    // Still the same task once it has ended and been charged.
+    script.submit = () =>
+      ({
+        state: 'done',
+        result: { outputs: [], usage: { kind: 'video', seconds: 8, resolution: '720P' } },
+      }) as MediaStep
+    await step()
+    expect(script.submits).toHaveLength(1)
+    const later = await send('retry-1')
+    expect(later.statusCode, later.body).toBe(200)
+    expect(later.json().data.task_id).toBe(id)
   })
 
   it('refuses before anything is stored: unknown model 404, a chat model 400, a wrong function 400, bad input 400 input.<field>', async () => {

@@ -182,6 +182,19 @@ describe('loadConfig', () => {
 })
 
 describe('predictions configuration', () => {
+  it("one account's share of the task and webhook workers: a quarter by default, never more than all", () => {
+    const load = (predictions: unknown) =>
+      loadConfig({ GATEWAY_CONFIG: 'c.json' }, () => JSON.stringify({ predictions })).predictions
+    expect(load({ concurrency: 2, webhooks: { concurrency: 40 } })).toMatchObject({
+      concurrency: 2,
+      accountConcurrency: 1,
+      webhooks: { concurrency: 40, accountConcurrency: 10 },
+    })
+    expect(
+      load({ concurrency: 4, accountConcurrency: 9, webhooks: { concurrency: 3, accountConcurrency: 2 } }),
+    ).toMatchObject({ accountConcurrency: 4, webhooks: { concurrency: 3, accountConcurrency: 2 } })
+  })
+
   it('has the documented defaults', () => {
     const c = loadConfig({})
     expect(c.predictions).toEqual({
@@ -190,6 +203,7 @@ describe('predictions configuration', () => {
       maxPollIntervalMs: 30_000,
       leaseMs: 60_000,
       concurrency: 16,
+      accountConcurrency: 4,
       outputsDir: './data/outputs',
       outputRetentionMs: 7 * 86_400_000,
       outputUrlTtlMs: 86_400_000,
@@ -205,6 +219,8 @@ describe('predictions configuration', () => {
         timeoutMs: 10_000,
         allowHttp: false,
         allowedHosts: [],
+        concurrency: 16,
+        accountConcurrency: 4,
       },
     })
   })

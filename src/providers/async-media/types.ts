@@ -131,8 +131,14 @@ export interface MediaTools {
 export type MediaCall = UpstreamCall & { media: MediaTools }
 
 export interface MediaAdapter {
-  /** Starts the job. A synchronous upstream (OpenAI images) answers `done` at once. */
+  /**
+   * Starts the job. A synchronous upstream (OpenAI images) answers `done` at once. A submit that
+   * failed after the request may have reached the upstream is not repeated (the task fails), unless
+   * `idempotentSubmit`.
+   */
   submit(job: MediaJob, call: MediaCall): Promise<MediaStep>
+  /** The submit carries an idempotency key (the task id) the upstream honours: repeating it is safe. */
+  idempotentSubmit?: boolean
   /** Asks how the job started by `submit` is doing. */
   poll(job: MediaJob, state: JsonValue, call: MediaCall): Promise<MediaStep>
   /** Cancels the upstream job where the upstream can; absent when it cannot. */

@@ -160,6 +160,7 @@ describe('SQLite store', () => {
       { version: 1 },
       { version: 2 },
       { version: 3 },
+      { version: 4 },
     ])
     raw.prepare('INSERT INTO schema_version (version) VALUES (999)').run()
     raw.close()

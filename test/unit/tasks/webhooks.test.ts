@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { LookupAll } from '../../../src/http/address-guard.ts'
 import { createMemoryTaskStores } from '../../../src/store/tasks-memory.ts'
 import type { WebhookStore } from '../../../src/store/tasks.ts'
@@ -67,6 +67,8 @@ function harness(config: Partial<WebhookConfig>, extra: Partial<WebhookSenderDep
     timeoutMs: 5_000,
     allowHttp: true,
     allowedHosts: ['127.0.0.1'],
+    concurrency: 16,
+    accountConcurrency: 4,
     ...config,
   }
   return {
@@ -318,4 +320,71 @@ describe('webhook sender', () => {
     expect(await h.store.get(delivery.id)).toMatchObject({ status: 'delivered', attempts: 1 })
     expect(receiver.requests).toHaveLength(1)
   })
+})
+
+describe('webhook sender: scheduling per account', () => {
+  /** A receiver that never answers: each attempt to it lasts the whole `timeoutMs`. */
+  async function hanging(): Promise<Receiver> {
+    const r = await startReceiver(() => {})
+    receivers.push(r)
+    return r
+  }
+  const secret = generateWebhookSecret()
+  const anySecret = { secrets: { secretFor: async () => secret } }
+  const delivery = (accountId: string, n: number, url: string) =>
+    buildDelivery({ id: `${accountId}-task-${n}`, accountId }, url, BODY, 'task.finished', T0 + n)
+
+  it("one account's hanging receivers hold only its share: another account's webhook goes out at once", async () => {
+    const stuck = await hanging()
+    const fast = await receive(() => 200)
+    const h = harness({ timeoutMs: 5_000, concurrency: 16, accountConcurrency: 4 }, anySecret)
+    // 48 deliveries of account a, all older than b's one.
+    for (let n = 0; n < 48; n++) await h.store.enqueue(delivery('acct-a', n, `${stuck.origin}/a${n}`))
+    const victim = delivery('acct-b', 100, `${fast.origin}/b`)
+    await h.store.enqueue(victim)
+    h.clock.t = T0 + 1_000
+    const sender = h.sender()
+    sender.start(20)
+    try {
+      await fast.received(1)
+      await vi.waitFor(async () => expect((await h.store.get(victim.id))!.status).toBe('delivered'))
+      // b's webhook was delivered while every attempt of a still hangs, and a holds 4 slots, not 16.
+      await stuck.received(4)
+      expect(stuck.requests).toHaveLength(4)
+      for (let n = 0; n < 48; n++) {
+        expect((await h.store.get(`msg_acct-a-task-${n}`))!.attempts).toBe(0)
+      }
+      expect(h.logs.join('')).not.toContain('webhook attempt failed')
+    } finally {
+      await stuck.close()
+      await sender.stop()
+    }
+  }, 30_000)
+
+  it('a delivery does not wait for the others claimed with it', async () => {
+    const stuck = await hanging()
+    const fast = await receive(() => 204)
+    const h = harness({ timeoutMs: 5_000, concurrency: 16, accountConcurrency: 2 }, anySecret)
+    // One hanging receiver, then twenty quick ones of the same account, two at a time at most: more
+    // than one claim of 16 holds.
+    await h.store.enqueue(delivery('acct-a', 0, `${stuck.origin}/slow`))
+    for (let n = 1; n <= 20; n++) await h.store.enqueue(delivery('acct-a', n, `${fast.origin}/q${n}`))
+    h.clock.t = T0 + 1_000
+    const sender = h.sender()
+    sender.start(20)
+    try {
+      // All twenty go through the one free slot while the first attempt still hangs.
+      await fast.received(20)
+      await vi.waitFor(async () => {
+        for (let n = 1; n <= 20; n++) {
+          expect((await h.store.get(`msg_acct-a-task-${n}`))!.status).toBe('delivered')
+        }
+      })
+      expect(stuck.requests).toHaveLength(1)
+      expect((await h.store.get('msg_acct-a-task-0'))!.attempts).toBe(0)
+    } finally {
+      await stuck.close()
+      await sender.stop()
+    }
+  }, 30_000)
 })
