@@ -1,4 +1,5 @@
 import { downloadOutput } from '../async-media/download.ts'
+import { base64Length, base64Source } from '../async-media/sources.ts'
 import type { MediaAdapter, MediaCall, MediaOutput } from '../async-media/types.ts'
 import { malformedUpstream, readJson } from '../http.ts'
 import { invalidRequest } from '../../errors.ts'
@@ -18,13 +19,6 @@ import {
 
 function authHeaders(call: MediaCall): Record<string, string> {
   return call.upstream.apiKey ? { authorization: `Bearer ${call.upstream.apiKey}` } : {}
-}
-
-/** Decoded length of base64 text, without decoding it (padding excluded). */
-function base64Length(b64: string): number {
-  const clean = b64.replace(/\s+/g, '')
-  const padding = clean.endsWith('==') ? 2 : clean.endsWith('=') ? 1 : 0
-  return Math.floor((clean.length * 3) / 4) - padding
 }
 
 export function createOpenAIImagesAdapter(): MediaAdapter {
@@ -54,14 +48,18 @@ export function createOpenAIImagesAdapter(): MediaAdapter {
         if (item.b64_json) {
           if (base64Length(item.b64_json) > limit)
             throw malformedUpstream(call, `output larger than ${limit} bytes`)
-          outputs.push({ type: 'image', contentType, data: Buffer.from(item.b64_json, 'base64') })
+          // Decoded slice by slice as it is stored: the answer's text is in memory already, its
+          // decoded bytes need not be too.
+          outputs.push({ type: 'image', contentType, data: base64Source(item.b64_json) })
         } else if (item.url) {
-          const got = await downloadOutput(call, item.url, authHeaders(call))
-          const type = got.contentType?.split(';')[0]?.trim().toLowerCase()
+          const typeOf = (header: string | undefined): string => {
+            const type = header?.split(';')[0]?.trim().toLowerCase()
+            return type?.startsWith('image/') ? type : contentType
+          }
           outputs.push({
             type: 'image',
-            contentType: type?.startsWith('image/') ? type : contentType,
-            data: got.data,
+            contentType,
+            data: downloadOutput(call, item.url, authHeaders(call), typeOf),
           })
         } else {
           throw malformedUpstream(call, 'an image has neither b64_json nor url')
