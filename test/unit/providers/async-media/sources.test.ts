@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { startFfmpeg } from '../../../../src/providers/async-media/ffmpeg.ts'
+import { base64Length, base64Source, buffersSource } from '../../../../src/providers/async-media/sources.ts'
+import type { OutputSource } from '../../../../src/providers/async-media/types.ts'
+
+// Output sources: bytes already in memory are streamed in slices (never joined into one more
+// buffer), and ffmpeg's output is a stream that fails when ffmpeg does.
+
+async function chunksOf(src: OutputSource): Promise<Buffer[]> {
+  const { stream } = await src.open()
+  const out: Buffer[] = []
+  for await (const c of stream as AsyncIterable<Buffer>) out.push(c)
+  return out
+}
+
+describe('base64Source', () => {
+  it('decodes slice by slice to exactly the bytes Buffer.from would give', async () => {
+    for (const size of [0, 1, 2, 3, 47_000, 200_001]) {
+      const data = randomBytes(size)
+      const text = data.toString('base64')
+      const chunks = await chunksOf(base64Source(text))
+      expect(Buffer.concat(chunks).equals(data)).toBe(true)
+      expect(base64Length(text)).toBe(size)
+      // 64 Ki characters decode to 48 KiB: a large image comes in many bounded chunks.
+      for (const c of chunks) expect(c.length).toBeLessThanOrEqual(48 * 1024)
+      if (size === 200_001) expect(chunks.length).toBeGreaterThan(4)
+    }
+  })
+
+  it('ignores line breaks some encoders put into base64', async () => {
+    const data = randomBytes(100_000)
+    const wrapped = data.toString('base64').replace(/.{76}/g, '$&\r\n')
+    expect(Buffer.concat(await chunksOf(base64Source(wrapped))).equals(data)).toBe(true)
+    expect(base64Length(wrapped)).toBe(data.length)
+  })
+})
+
+describe('buffersSource', () => {
+  it('streams the parts in order, each as it is (no concatenated copy)', async () => {
+    const head = Buffer.from('RIFF')
+    const body = randomBytes(1000)
+    const chunks = await chunksOf(buffersSource([head, body]))
+    expect(chunks).toHaveLength(2)
+    expect(chunks[1]!.buffer).toBe(body.buffer)
+  })
+})
+
+describe('startFfmpeg', () => {
+  it("streams ffmpeg's output as it is produced, in many chunks", async () => {
+    // 20 s of a 440 Hz tone as raw PCM: 20 * 48000 * 2 bytes, written by ffmpeg to stdout.
+    const src = await startFfmpeg(
+      ['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=48000:duration=20', '-f', 's16le', 'pipe:1'],
+      { path: 'ffmpeg', what: 'test' },
+    )
+    const chunks = await chunksOf(src)
+    expect(chunks.reduce((a, c) => a + c.length, 0)).toBe(20 * 48_000 * 2)
+    expect(chunks.length).toBeGreaterThan(1)
+    for (const c of chunks) expect(c.length).toBeLessThanOrEqual(1024 * 1024)
+  })
+
+  it('a failing ffmpeg fails the stream with an internal error, not a truncated file', async () => {
+    const src = await startFfmpeg(
+      ['-f', 's16le', '-i', 'pipe:0', '-c:a', 'no-such-codec', '-f', 'mp3', 'pipe:1'],
+      {
+        path: 'ffmpeg',
+        what: 'audio encoding',
+        input: Buffer.alloc(4800),
+      },
+    )
+    await expect(chunksOf(src)).rejects.toMatchObject({
+      code: 'internal_error',
+      message: 'audio encoding failed',
+    })
+  })
+
+  it('a missing executable rejects at start, naming how to fix it', async () => {
+    await expect(
+      startFfmpeg(['-version'], { path: '/nonexistent/ffmpeg', what: 'audio encoding' }),
+    ).rejects.toMatchObject({ code: 'internal_error', message: expect.stringContaining('ffmpeg not found') })
+  })
+
+  it('discarding an unread source kills ffmpeg', async () => {
+    // ffmpeg behind a wrapper that tells its pid (exec keeps it), producing 10 minutes of sound.
+    const dir = mkdtempSync(join(tmpdir(), 'junction-ffmpeg-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    const wrapper = join(dir, 'ffmpeg')
+    writeFileSync(wrapper, `#!/bin/sh\necho $$ > ${join(dir, 'pid')}\nexec ffmpeg "$@"\n`, { mode: 0o755 })
+    const src = await startFfmpeg(['-f', 'lavfi', '-i', 'sine=duration=600', '-f', 's16le', 'pipe:1'], {
+      path: wrapper,
+      what: 'test',
+    })
+    let pid = 0
+    while (pid === 0) {
+      pid = Number(readFileSync(join(dir, 'pid'), { encoding: 'utf8', flag: 'a+' }).trim() || 0)
+      await new Promise((r) => setImmediate(r))
+    }
+    await src.discard()
+    // Gone once the kill is delivered (waited for, not timed).
+    for (;;) {
+      try {
+        process.kill(pid, 0)
+      } catch {
+        break
+      }
+      await new Promise((r) => setTimeout(r, 10))
+    }
+  })
+})
