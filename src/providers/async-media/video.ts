@@ -1,5 +1,4 @@
-import { createReadStream } from 'node:fs'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, open, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { runFfmpeg } from './ffmpeg.ts'
@@ -8,7 +7,7 @@ import type { OutputSource } from './types.ts'
 // A real, small MP4 for the mock provider's video tasks: ffmpeg's test pattern at the requested length
 // and shape, H.264 in an MP4 with its index (moov) in front. MP4 needs a seekable output to write its
 // index, so ffmpeg writes a temporary file, which the output keeper then streams to storage; the
-// temporary directory goes once the file is read (or the source discarded).
+// temporary directory goes when the file is opened (or the source discarded).
 
 export interface TestVideo {
   seconds: number
@@ -36,11 +35,17 @@ export async function renderTestVideo(
     throw err
   }
   return {
-    open: () => {
-      const stream = createReadStream(out)
-      // However the read ends (done, failed, dropped), the file has served its one reader.
-      stream.once('close', () => void remove())
-      return Promise.resolve({ stream })
+    async open() {
+      // Opened, then removed at once: the open handle keeps the bytes readable until the stream is
+      // done with them, and nothing is left to clean up however the read ends.
+      const handle = await open(out, 'r')
+      try {
+        await remove()
+      } catch (err) {
+        await handle.close()
+        throw err
+      }
+      return { stream: handle.createReadStream() }
     },
     discard: remove,
   }
