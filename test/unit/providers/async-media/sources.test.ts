@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFfmpeg } from '../../../../src/providers/async-media/ffmpeg.ts'
-import { base64Length, base64Source, buffersSource } from '../../../../src/providers/async-media/sources.ts'
+import { buffersSource } from '../../../../src/providers/async-media/sources.ts'
 import type { OutputSource } from '../../../../src/providers/async-media/types.ts'
 
-// Output sources: bytes already in memory are streamed in slices (never joined into one more
-// buffer), and ffmpeg's output is a stream that fails when ffmpeg does.
+// Output sources: bytes already in memory in parts are streamed as they are (never joined into one
+// more buffer), and ffmpeg's output is a stream that fails when ffmpeg does.
 
 async function chunksOf(src: OutputSource): Promise<Buffer[]> {
   const { stream } = await src.open()
@@ -16,28 +16,6 @@ async function chunksOf(src: OutputSource): Promise<Buffer[]> {
   for await (const c of stream as AsyncIterable<Buffer>) out.push(c)
   return out
 }
-
-describe('base64Source', () => {
-  it('decodes slice by slice to exactly the bytes Buffer.from would give', async () => {
-    for (const size of [0, 1, 2, 3, 47_000, 200_001]) {
-      const data = randomBytes(size)
-      const text = data.toString('base64')
-      const chunks = await chunksOf(base64Source(text))
-      expect(Buffer.concat(chunks).equals(data)).toBe(true)
-      expect(base64Length(text)).toBe(size)
-      // 64 Ki characters decode to 48 KiB: a large image comes in many bounded chunks.
-      for (const c of chunks) expect(c.length).toBeLessThanOrEqual(48 * 1024)
-      if (size === 200_001) expect(chunks.length).toBeGreaterThan(4)
-    }
-  })
-
-  it('ignores line breaks some encoders put into base64', async () => {
-    const data = randomBytes(100_000)
-    const wrapped = data.toString('base64').replace(/.{76}/g, '$&\r\n')
-    expect(Buffer.concat(await chunksOf(base64Source(wrapped))).equals(data)).toBe(true)
-    expect(base64Length(wrapped)).toBe(data.length)
-  })
-})
 
 describe('buffersSource', () => {
   it('streams the parts in order, each as it is (no concatenated copy)', async () => {
