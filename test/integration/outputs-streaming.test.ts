@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { get, request, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -77,7 +77,8 @@ interface Setup {
   chunks: number[]
   /** Resolves at storage's first chunk. */
   firstChunk: Promise<void>
-  create(): Promise<string>
+  /** Creates a prediction (a Replicate video unless `body` says otherwise); its id. */
+  create(body?: unknown): Promise<string>
   step(ms?: number): Promise<void>
   lookup(id: string): Promise<Json>
 }
@@ -124,11 +125,10 @@ async function setup(file: unknown = {}): Promise<Setup> {
     dir,
     chunks,
     firstChunk,
-    async create() {
-      const res = await send(gw, 'POST', '/v1/predictions', {
-        model: 'replicate/bytedance/seedance-1-lite',
-        input: { prompt: 'waves at dusk' },
-      })
+    async create(
+      body = { model: 'replicate/bytedance/seedance-1-lite', input: { prompt: 'waves at dusk' } },
+    ) {
+      const res = await send(gw, 'POST', '/v1/predictions', body)
       expect(res.status, JSON.stringify(res.body)).toBe(200)
       return res.body.data.task_id as string
     },
@@ -279,5 +279,38 @@ describe('prediction outputs stream to storage', () => {
     expect(s.chunks.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(4 * MiB)
     await s.up.close()
     expect(written).toBeLessThan(64 * MiB)
+  })
+})
+
+describe('encoded outputs stream from ffmpeg', () => {
+  /** A stand-in for ffmpeg: a script that prints `out` then exits with `code`. */
+  function fakeFfmpeg(out: string, code: number): string {
+    const dir = mkdtempSync(join(tmpdir(), 'junction-ffmpeg-'))
+    dirs.push(dir)
+    const path = join(dir, 'ffmpeg')
+    writeFileSync(path, `#!/bin/sh\nprintf '${out}'\necho 'boom' >&2\nexit ${code}\n`, { mode: 0o755 })
+    return path
+  }
+  const speech = { model: 'mock/speech', input: { prompt: 'hello [mock:delay=0]', output_format: 'mp3' } }
+
+  it('an ffmpeg that cannot encode fails the task at once, with nothing stored', async () => {
+    const s = await setup({ predictions: { ffmpegPath: fakeFfmpeg('', 1) } })
+    const id = await s.create(speech)
+    await s.step() // submit
+    await s.step() // ready: encoding fails before its first byte
+    expect((await s.lookup(id)).data).toMatchObject({
+      task_status: 'failed',
+      error: { code: 'internal_error', message: 'the task failed inside the gateway' },
+    })
+    expect(filesIn(s.dir)).toEqual([])
+  })
+
+  it('an ffmpeg that fails after its first bytes keeps no truncated file; the task is not a success', async () => {
+    const s = await setup({ predictions: { ffmpegPath: fakeFfmpeg('ID3partial', 3) } })
+    const id = await s.create(speech)
+    await s.step()
+    await s.step()
+    expect((await s.lookup(id)).data.task_status).toBe('processing')
+    expect(filesIn(s.dir)).toEqual([])
   })
 })

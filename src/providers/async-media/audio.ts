@@ -61,7 +61,7 @@ const FFMPEG_ARGS: Record<Exclude<AudioFormat, 'wav'>, string[]> = {
 /**
  * `pcm` as a file of `format`, with its content type. The file is a source the output keeper streams:
  * WAV is the header then the samples (not copied into one buffer); MP3 and Ogg Opus are ffmpeg's
- * stdout, started here so that a missing ffmpeg fails the step at once.
+ * stdout, started here (up to its first byte) so that an ffmpeg that cannot encode fails the step at once.
  */
 export async function encodeAudio(
   pcm: Pcm,

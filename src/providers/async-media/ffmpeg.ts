@@ -64,42 +64,54 @@ export function runFfmpeg(args: string[], options: FfmpegOptions): Promise<Buffe
 }
 
 /**
- * Starts ffmpeg writing to stdout and resolves once it runs (a missing executable rejects here,
- * before any byte). Its output is a source: the stream passes stdout on with backpressure (ffmpeg
- * waits while storage is slower) and ends only when ffmpeg exits 0; any other exit fails it.
+ * Starts ffmpeg writing to stdout and resolves once its first byte is out, so that an ffmpeg that
+ * cannot run (missing, or without the encoder asked) rejects here, in the task's step, which then
+ * fails at once. Its output is a source: the stream passes stdout on with backpressure (ffmpeg
+ * waits while storage is slower) and ends only when ffmpeg exits 0; a later failure fails it.
  * Destroying the stream, or discarding the source, kills ffmpeg.
  */
 export function startFfmpeg(args: string[], options: FfmpegOptions): Promise<OutputSource> {
   return new Promise((resolve, reject) => {
     const { child, errors } = launch(args, options)
     const out = new PassThrough()
-    let started = false
     const kill = (): void => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     }
+    const source: OutputSource = {
+      open: () => Promise.resolve({ stream: out }),
+      discard: () => {
+        out.destroy()
+        kill()
+        return Promise.resolve()
+      },
+    }
+    let settled = false
+    const ready = (): void => {
+      if (settled) return
+      settled = true
+      resolve(source)
+    }
+    const fail = (err: Error): void => {
+      if (settled) {
+        out.destroy(err)
+        return
+      }
+      settled = true
+      kill()
+      out.destroy()
+      reject(err)
+    }
     child.stdout?.pipe(out, { end: false })
-    child.on('error', (e: NodeJS.ErrnoException) => {
-      if (!started) reject(notStarted(e, options))
-      else out.destroy(e)
-    })
+    child.stdout?.once('data', ready)
+    child.on('error', (e: NodeJS.ErrnoException) => fail(settled ? e : notStarted(e, options)))
     child.on('close', (code) => {
-      if (!started) return
-      if (code === 0) out.end()
-      else out.destroy(failed(options, errors()))
+      if (code !== 0) return fail(failed(options, errors()))
+      // Exited 0 without a byte: an empty output.
+      ready()
+      out.end()
     })
     // A failure before the keeper reads is kept by the stream (`errored`) and met when it is read.
     out.on('error', () => {})
     out.on('close', kill)
-    child.once('spawn', () => {
-      started = true
-      resolve({
-        open: () => Promise.resolve({ stream: out }),
-        discard: () => {
-          out.destroy()
-          kill()
-          return Promise.resolve()
-        },
-      })
-    })
   })
 }

@@ -40,18 +40,28 @@ describe('startFfmpeg', () => {
     for (const c of chunks) expect(c.length).toBeLessThanOrEqual(1024 * 1024)
   })
 
-  it('a failing ffmpeg fails the stream with an internal error, not a truncated file', async () => {
-    const src = await startFfmpeg(
-      ['-f', 's16le', '-i', 'pipe:0', '-c:a', 'no-such-codec', '-f', 'mp3', 'pipe:1'],
-      {
+  it('an ffmpeg that fails before its first byte (an encoder its build lacks) rejects at start', async () => {
+    await expect(
+      startFfmpeg(['-f', 's16le', '-i', 'pipe:0', '-c:a', 'no-such-codec', '-f', 'mp3', 'pipe:1'], {
         path: 'ffmpeg',
         what: 'audio encoding',
         input: Buffer.alloc(4800),
-      },
-    )
+      }),
+    ).rejects.toMatchObject({ code: 'internal_error', message: 'audio encoding failed' })
+  })
+
+  it('one that fails after its first bytes fails the stream: no truncated file passes for whole', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'junction-ffmpeg-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    const broken = join(dir, 'ffmpeg')
+    writeFileSync(broken, '#!/bin/sh\nprintf ID3partial\necho "encoder crashed" >&2\nexit 3\n', {
+      mode: 0o755,
+    })
+    const src = await startFfmpeg(['-i', 'pipe:0', 'pipe:1'], { path: broken, what: 'audio encoding' })
     await expect(chunksOf(src)).rejects.toMatchObject({
       code: 'internal_error',
       message: 'audio encoding failed',
+      cause: new Error('encoder crashed'),
     })
   })
 
