@@ -111,8 +111,8 @@ export interface MediaOutput {
   /** `image/png`, `video/mp4`, `audio/mpeg`, `audio/wav`, `audio/ogg`, … (a source may refine it). */
   contentType: string
   /**
-   * In hand when it is small and already in memory (the mock's PNGs, a test's bytes); otherwise a
-   * source the keeper streams to storage.
+   * In hand when the bytes are in memory anyway (an image an upstream answered inline in base64,
+   * the mock's PNGs); otherwise a source the keeper streams to storage.
    */
   data: Buffer | OutputSource
 }
