@@ -86,27 +86,64 @@ export interface OutputKeeper {
   sweep(taskRetentionMs: number): Promise<number>
 }
 
+/** One output's bytes as a stream, and its content type (a source may know it only once opened). */
+async function openOutput(out: MediaOutput): Promise<{ stream: Readable; contentType: string }> {
+  if (Buffer.isBuffer(out.data)) {
+    return { stream: Readable.from([out.data], { objectMode: false }), contentType: out.contentType }
+  }
+  const opened = await out.data.open()
+  return { stream: opened.stream, contentType: opened.contentType ?? out.contentType }
+}
+
 export function createOutputKeeper(d: OutputKeeperDeps): OutputKeeper {
   const removeOutput = (o: StoredOutput): Promise<void> => d.storage.remove(o.storageKey)
+  const forget = (key: string): Promise<void> =>
+    d.storage.remove(key).catch((err: unknown) => d.log.warn({ err }, 'output removal failed'))
   return {
     async keep(taskId, accountId, outputs) {
+      // Each output is streamed to storage as it comes (a download, an encoder), one at a time: the
+      // bytes in memory are the stream buffers, whatever the output's size. Storage writes to a
+      // temporary file and keeps nothing of a write that fails; when one output fails, the ones
+      // already written go too and the ones not yet opened are discarded, so a failed step leaves no
+      // file behind (the step is repeated later).
+      const written: { out: MediaOutput; key: string; bytes: number; contentType: string }[] = []
+      try {
+        for (const out of outputs) {
+          const opened = await openOutput(out)
+          const stored = await d.storage.write(opened.stream, { maxBytes: d.maxBytes })
+          written.push({ out, key: stored.key, bytes: stored.bytes, contentType: opened.contentType })
+        }
+      } catch (err) {
+        await Promise.all(written.map((w) => forget(w.key)))
+        await Promise.all(
+          outputs
+            .slice(written.length + 1)
+            .map((o) => (Buffer.isBuffer(o.data) ? undefined : o.data.discard().catch(() => {}))),
+        )
+        throw err
+      }
       const refs: TaskOutputRef[] = []
-      for (const out of outputs) {
-        const stored = await d.storage.write(Readable.from([out.data]), { maxBytes: d.maxBytes })
+      for (const [i, w] of written.entries()) {
         const now = d.now()
         const record: StoredOutput = {
           id: newOutputId(),
           taskId,
           accountId,
-          type: out.type,
-          contentType: out.contentType,
-          bytes: stored.bytes,
-          storageKey: stored.key,
+          type: w.out.type,
+          contentType: w.contentType,
+          bytes: w.bytes,
+          storageKey: w.key,
           createdAt: now,
           expiresAt: now + d.retentionMs,
         }
-        await d.outputs.put(record)
-        refs.push({ id: record.id, type: out.type })
+        try {
+          await d.outputs.put(record)
+        } catch (err) {
+          // The bytes no record points at yet go; the recorded ones expire with their records.
+          await Promise.all(written.slice(i).map((u) => forget(u.key)))
+          throw err
+        }
+        refs.push({ id: record.id, type: w.out.type })
       }
       return refs
     },

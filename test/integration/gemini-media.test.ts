@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { GatewayError } from '../../src/errors.ts'
-import type { MediaCall, MediaJob, MediaStep } from '../../src/providers/async-media/types.ts'
+import type { MediaCall, MediaJob } from '../../src/providers/async-media/types.ts'
 import { createGeminiMediaAdapter } from '../../src/providers/gemini/media.ts'
 import {
   fromGeminiSpeechResponse,
@@ -10,7 +10,7 @@ import {
 } from '../../src/providers/gemini/media-wire.ts'
 import { parseMediaInput } from '../../src/schemas/predictions.ts'
 import { readFixture, readJsonFixture } from '../support/fixtures.ts'
-import { makeMediaCall } from '../support/media-call.ts'
+import { makeMediaCall, reading, type ReadStep } from '../support/media-call.ts'
 import { sendJson, startFakeUpstream, type FakeHandler, type FakeUpstream } from '../support/fake-upstream.ts'
 
 // Gemini speech generation and Veo video as predictions: the adapter's real HTTP code against a fake
@@ -63,7 +63,7 @@ describe('Gemini speech generation', () => {
     const up = await fake({
       [`POST /v1beta/models/${TTS}:generateContent`]: recorded('speech-pcm.json', () => up.origin),
     })
-    const step = await createGeminiMediaAdapter().submit(
+    const step = await reading(createGeminiMediaAdapter()).submit(
       job(
         'speech',
         { prompt: 'Hello [sigh] world', voice: 'Puck', language: 'de-DE', output_format: 'wav' },
@@ -101,7 +101,7 @@ describe('Gemini speech generation', () => {
     const up = await fake({
       [`POST /v1beta/models/${TTS}:generateContent`]: recorded('speech-pcm.json', () => up.origin),
     })
-    const adapter = createGeminiMediaAdapter()
+    const adapter = reading(createGeminiMediaAdapter())
     const mp3 = await adapter.submit(job('speech', { prompt: 'hi' }, TTS), call(up))
     const ogg = await adapter.submit(
       job('speech', { prompt: 'hi', output_format: 'ogg_opus' }, TTS),
@@ -195,7 +195,7 @@ describe('Veo video', () => {
         return { data: png, contentType: 'image/png' }
       },
     })
-    const adapter = createGeminiMediaAdapter()
+    const adapter = reading(createGeminiMediaAdapter())
     const j = job(
       'video-a',
       {
@@ -208,7 +208,7 @@ describe('Veo video', () => {
       },
       VEO,
     )
-    let step: MediaStep = await adapter.submit(j, c)
+    let step: ReadStep = await adapter.submit(j, c)
     expect(step).toEqual({ state: 'pending', job: { operation: OPERATION } })
     expect(fetched).toEqual(['https://images.example.com/first.png', 'https://images.example.com/ref.png'])
     const image = { bytesBase64Encoded: png.toString('base64'), mimeType: 'image/png' }
@@ -245,7 +245,7 @@ describe('Veo video', () => {
     const up = await fake({
       [`GET /v1beta/${OPERATION}`]: recorded('veo-operation-filtered.json', () => up.origin),
     })
-    const step = await createGeminiMediaAdapter().poll(
+    const step = await reading(createGeminiMediaAdapter()).poll(
       job('video-a', { prompt: 'x' }, VEO),
       { operation: OPERATION },
       call(up),
@@ -262,7 +262,7 @@ describe('Veo video', () => {
       },
     })
     const j = job('video-a', { prompt: 'x' }, VEO)
-    const err = await createGeminiMediaAdapter()
+    const err = await reading(createGeminiMediaAdapter())
       .poll(j, { operation: OPERATION }, call(up, {}, 1024))
       .catch((e: unknown) => e)
     expect((err as GatewayError).code).toBe('upstream_error')
@@ -305,13 +305,13 @@ describe('Veo video', () => {
       },
     })
     const j = job('video-a', { prompt: 'x' }, VEO)
-    const step = await createGeminiMediaAdapter().poll(j, { operation: OPERATION }, call(up))
+    const step = await reading(createGeminiMediaAdapter()).poll(j, { operation: OPERATION }, call(up))
     if (step.state !== 'done') throw new Error(JSON.stringify(step))
     expect(step.result.outputs[0]!.data.equals(MP4)).toBe(true)
     expect(up.requests.find((r) => r.path === '/storage/video.mp4')?.headers['x-goog-api-key']).toBe(KEY)
 
     target = `${elsewhere.origin}/stolen`
-    const err = await createGeminiMediaAdapter()
+    const err = await reading(createGeminiMediaAdapter())
       .poll(j, { operation: OPERATION }, call(up))
       .catch((e: unknown) => e)
     expect((err as GatewayError).code).toBe('upstream_error')

@@ -4,7 +4,7 @@ import { GatewayError, UpstreamError } from '../../src/errors.ts'
 import type { MediaJob } from '../../src/providers/async-media/types.ts'
 import { createOpenAIImagesAdapter } from '../../src/providers/openai-compat/images.ts'
 import { mediaAdapterFor } from '../../src/providers/async-media/registry.ts'
-import { makeMediaCall } from '../support/media-call.ts'
+import { makeMediaCall, reading } from '../support/media-call.ts'
 import {
   jsonFile,
   sendJson,
@@ -59,7 +59,7 @@ async function rejection(p: Promise<unknown>): Promise<Error> {
 describe('OpenAI images adapter', () => {
   it('posts the generation and answers done with the decoded images and their tier', async () => {
     const up = await fake({ 'POST /v1/images/generations': jsonFile('openai-compat/images-b64.json') })
-    const step = await createOpenAIImagesAdapter().submit(
+    const step = await reading(createOpenAIImagesAdapter()).submit(
       job({ aspect_ratio: '16:9', output_format: 'png', resolution: '2K' }),
       callFor(up),
     )
@@ -98,7 +98,7 @@ describe('OpenAI images adapter', () => {
     up.setHandler('POST /v1/images/generations', (_req, res) =>
       sendJson(res, 200, { created: 1, data: [{ url: `${up.origin}/files/img-1.png` }] }),
     )
-    const step = await createOpenAIImagesAdapter().submit(
+    const step = await reading(createOpenAIImagesAdapter()).submit(
       job({ aspect_ratio: '1:1', num_images: 1 }),
       callFor(up),
     )
@@ -119,7 +119,7 @@ describe('OpenAI images adapter', () => {
     const up = await fake({
       'POST /v1/images/generations': jsonFile('openai-compat/images-moderation-400.json', 400),
     })
-    const err = await rejection(createOpenAIImagesAdapter().submit(job(), callFor(up)))
+    const err = await rejection(reading(createOpenAIImagesAdapter()).submit(job(), callFor(up)))
     expect(err).toBeInstanceOf(GatewayError)
     expect(err).toMatchObject({ status: 400, code: 'upstream_invalid_request' })
     expect(err.message).toContain('Your request was rejected as a result of our safety system')
@@ -132,7 +132,7 @@ describe('OpenAI images adapter', () => {
           error: { message: `Incorrect API key provided: ${KEY}`, type: 'invalid_request_error' },
         }),
     })
-    const err = await rejection(createOpenAIImagesAdapter().submit(job(), callFor(up)))
+    const err = await rejection(reading(createOpenAIImagesAdapter()).submit(job(), callFor(up)))
     expect(err).toMatchObject({ status: 502, code: 'upstream_error' })
     expect(err.message).not.toContain(KEY)
   })
@@ -142,7 +142,7 @@ describe('OpenAI images adapter', () => {
       'POST /v1/images/generations': (_req, res) =>
         sendJson(res, 400, { error: { message: `bad size for key ${KEY}`, type: 'invalid_request_error' } }),
     })
-    const err = await rejection(createOpenAIImagesAdapter().submit(job(), callFor(up)))
+    const err = await rejection(reading(createOpenAIImagesAdapter()).submit(job(), callFor(up)))
     expect(err).toMatchObject({ status: 400 })
     expect(err.message).toContain('bad size for key')
     expect(err.message).not.toContain(KEY)
@@ -150,7 +150,9 @@ describe('OpenAI images adapter', () => {
 
   it('a base64 image larger than maxOutputBytes is a 502', async () => {
     const up = await fake({ 'POST /v1/images/generations': jsonFile('openai-compat/images-b64.json') })
-    const err = await rejection(createOpenAIImagesAdapter().submit(job(), callFor(up, IMAGE_1.length - 1)))
+    const err = await rejection(
+      reading(createOpenAIImagesAdapter()).submit(job(), callFor(up, IMAGE_1.length - 1)),
+    )
     expect(err).toBeInstanceOf(UpstreamError)
     expect(err).toMatchObject({
       status: 502,
@@ -168,14 +170,17 @@ describe('OpenAI images adapter', () => {
     up.setHandler('POST /v1/images/generations', (_req, res) =>
       sendJson(res, 200, { data: [{ url: `${up.origin}/files/big.png` }] }),
     )
-    const err = await rejection(createOpenAIImagesAdapter().submit(job(), callFor(up, 4095)))
+    const err = await rejection(reading(createOpenAIImagesAdapter()).submit(job(), callFor(up, 4095)))
     expect(err).toMatchObject({ status: 502, message: 'upstream openai: output larger than 4095 bytes' })
   })
 
   it('reference images are refused before anything is sent', async () => {
     const up = await fake({ 'POST /v1/images/generations': jsonFile('openai-compat/images-b64.json') })
     const err = await rejection(
-      createOpenAIImagesAdapter().submit(job({ image_urls: ['https://example.com/a.png'] }), callFor(up)),
+      reading(createOpenAIImagesAdapter()).submit(
+        job({ image_urls: ['https://example.com/a.png'] }),
+        callFor(up),
+      ),
     )
     expect(err).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'input.image_urls' })
     expect(up.requests).toHaveLength(0)
@@ -183,7 +188,7 @@ describe('OpenAI images adapter', () => {
 
   it('poll is never needed: it answers failed rather than hang', async () => {
     const up = await fake({})
-    expect(await createOpenAIImagesAdapter().poll(job(), null, callFor(up))).toMatchObject({
+    expect(await reading(createOpenAIImagesAdapter()).poll(job(), null, callFor(up))).toMatchObject({
       state: 'failed',
     })
     expect(up.requests).toHaveLength(0)

@@ -4,7 +4,7 @@ import { GatewayError, UpstreamError } from '../../src/errors.ts'
 import type { MediaJob, MediaStep } from '../../src/providers/async-media/types.ts'
 import { createReplicateAdapter } from '../../src/providers/replicate/adapter.ts'
 import { readFixture } from '../support/fixtures.ts'
-import { makeMediaCall } from '../support/media-call.ts'
+import { makeMediaCall, reading } from '../support/media-call.ts'
 import { sendJson, startFakeUpstream, type FakeHandler, type FakeUpstream } from '../support/fake-upstream.ts'
 
 // The Replicate adapter's real HTTP code against a fake Replicate on 127.0.0.1 that answers with
@@ -99,7 +99,7 @@ describe('Replicate adapter', () => {
       'POST /v1/models/black-forest-labs/flux-schnell/predictions',
       recorded('flux-starting.json', () => up.origin, 201),
     )
-    const adapter = createReplicateAdapter()
+    const adapter = reading(createReplicateAdapter())
     const step = await adapter.submit(
       fluxJob,
       makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
@@ -138,7 +138,7 @@ describe('Replicate adapter', () => {
     up.setHandler(`GET /v1/predictions/${FLUX_ID}`, (req, res) =>
       recorded(answers[polls++]!, () => up.origin)(req, res),
     )
-    const adapter = createReplicateAdapter()
+    const adapter = reading(createReplicateAdapter())
     const call = makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY })
 
     const submitted = pendingState(await adapter.submit(fluxJob, call))
@@ -176,7 +176,7 @@ describe('Replicate adapter', () => {
       'POST /v1/models/bytedance/seedance-1-lite/predictions',
       recorded('seedance-succeeded.json', () => up.origin, 201),
     )
-    const adapter = createReplicateAdapter()
+    const adapter = reading(createReplicateAdapter())
     const step = await adapter.submit(
       seedanceJob,
       makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
@@ -200,7 +200,7 @@ describe('Replicate adapter', () => {
       'POST /v1/models/openai/sora-2/predictions',
       recorded('flux-starting.json', () => up.origin, 201),
     )
-    await createReplicateAdapter().submit(
+    await reading(createReplicateAdapter()).submit(
       soraJob,
       makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
     )
@@ -221,7 +221,7 @@ describe('Replicate adapter', () => {
       getUrl: `${up.origin}/v1/predictions/${SEEDANCE_ID}`,
       cancelUrl: `${up.origin}/v1/predictions/${SEEDANCE_ID}/cancel`,
     }
-    const step = await createReplicateAdapter().poll(seedanceJob, state, call)
+    const step = await reading(createReplicateAdapter()).poll(seedanceJob, state, call)
     expect(step).toMatchObject({ state: 'failed', code: 'upstream_failed' })
     const message = (step as { message: string }).message
     expect(message).toContain('E005: The input or output was flagged as sensitive.')
@@ -239,7 +239,7 @@ describe('Replicate adapter', () => {
       getUrl: `${up.origin}/v1/predictions/${SEEDANCE_ID}`,
       cancelUrl: `${up.origin}/v1/predictions/${SEEDANCE_ID}/cancel`,
     }
-    const step = await createReplicateAdapter().poll(
+    const step = await reading(createReplicateAdapter()).poll(
       seedanceJob,
       state,
       makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
@@ -258,7 +258,7 @@ describe('Replicate adapter', () => {
       getUrl: `${up.origin}/v1/predictions/${SEEDANCE_ID}`,
       cancelUrl: `${up.origin}/v1/predictions/${SEEDANCE_ID}/cancel`,
     }
-    await createReplicateAdapter().cancel!(
+    await reading(createReplicateAdapter()).cancel!(
       seedanceJob,
       state,
       makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
@@ -278,7 +278,7 @@ describe('Replicate adapter', () => {
       cancelUrl: `${other.origin}/v1/predictions/x/cancel`,
     }
     const err = await rejection(
-      createReplicateAdapter().poll(
+      reading(createReplicateAdapter()).poll(
         seedanceJob,
         state,
         makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
@@ -295,7 +295,7 @@ describe('Replicate adapter', () => {
       recorded('error-422.json', () => up.origin, 422),
     )
     const err = await rejection(
-      createReplicateAdapter().submit(
+      reading(createReplicateAdapter()).submit(
         seedanceJob,
         makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
       ),
@@ -311,7 +311,7 @@ describe('Replicate adapter', () => {
       sendJson(res, 401, { title: 'Unauthenticated', detail: `Invalid token ${KEY}`, status: 401 }),
     )
     const err = await rejection(
-      createReplicateAdapter().submit(
+      reading(createReplicateAdapter()).submit(
         seedanceJob,
         makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
       ),
@@ -332,7 +332,7 @@ describe('Replicate adapter', () => {
       apiKey: KEY,
       maxOutputBytes: MP4.length - 1,
     })
-    const err = await rejection(createReplicateAdapter().submit(seedanceJob, call))
+    const err = await rejection(reading(createReplicateAdapter()).submit(seedanceJob, call))
     expect(err).toBeInstanceOf(UpstreamError)
     expect(err).toMatchObject({
       status: 502,
@@ -350,7 +350,7 @@ describe('Replicate adapter', () => {
       sendJson(res, 201, JSON.parse(text))
     })
     const err = await rejection(
-      createReplicateAdapter().submit(
+      reading(createReplicateAdapter()).submit(
         seedanceJob,
         makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
       ),
@@ -366,7 +366,7 @@ describe('Replicate adapter', () => {
       recorded('seedance-succeeded.json', () => up.origin, 201),
     )
     const err = await rejection(
-      createReplicateAdapter().submit(
+      reading(createReplicateAdapter()).submit(
         seedanceJob,
         makeMediaCall({ kind: 'replicate', baseUrl: up.origin, apiKey: KEY }),
       ),

@@ -1,9 +1,11 @@
-import { runFfmpeg } from './ffmpeg.ts'
+import { startFfmpeg } from './ffmpeg.ts'
+import { buffersSource } from './sources.ts'
+import type { OutputSource } from './types.ts'
 
 // Audio for speech tasks. Upstreams (Gemini speech generation) and the mock produce raw PCM; the
 // client asks for mp3, wav or ogg_opus. WAV is a header in front of the samples, written here; MP3 and
 // Ogg Opus are encoded by ffmpeg (Debian's package: libmp3lame and libopus), the well-kept encoder,
-// run as a child process with the PCM on stdin and the file on stdout.
+// run as a child process with the PCM on stdin and the file on stdout, streamed to storage as it comes.
 
 export type AudioFormat = 'mp3' | 'wav' | 'ogg_opus'
 
@@ -25,8 +27,8 @@ export function pcmSeconds(pcm: Pcm): number {
   return pcm.data.length / (2 * pcm.channels * pcm.sampleRate)
 }
 
-/** A RIFF/WAVE file (PCM, 16-bit) holding `pcm`. */
-export function toWav(pcm: Pcm): Buffer {
+/** The 44-byte RIFF/WAVE header (PCM, 16-bit) of a file holding `pcm`: the samples follow it as they are. */
+export function wavHeader(pcm: Pcm): Buffer {
   const header = Buffer.alloc(44)
   const blockAlign = pcm.channels * 2
   header.write('RIFF', 0, 'ascii')
@@ -42,7 +44,7 @@ export function toWav(pcm: Pcm): Buffer {
   header.writeUInt16LE(16, 34) // bits per sample
   header.write('data', 36, 'ascii')
   header.writeUInt32LE(pcm.data.length, 40)
-  return Buffer.concat([header, pcm.data])
+  return header
 }
 
 export interface EncodeOptions {
@@ -56,20 +58,24 @@ const FFMPEG_ARGS: Record<Exclude<AudioFormat, 'wav'>, string[]> = {
   ogg_opus: ['-c:a', 'libopus', '-b:a', '64k', '-f', 'ogg'],
 }
 
-/** `pcm` as a file of `format`, with its content type. */
+/**
+ * `pcm` as a file of `format`, with its content type. The file is a source the output keeper streams:
+ * WAV is the header then the samples (not copied into one buffer); MP3 and Ogg Opus are ffmpeg's
+ * stdout, started here (up to its first byte) so that an ffmpeg that cannot encode fails the step at once.
+ */
 export async function encodeAudio(
   pcm: Pcm,
   format: AudioFormat,
   options: EncodeOptions,
-): Promise<{ data: Buffer; contentType: string }> {
+): Promise<{ data: OutputSource; contentType: string }> {
   const contentType = AUDIO_CONTENT_TYPES[format]
-  if (format === 'wav') return { data: toWav(pcm), contentType }
+  if (format === 'wav') return { data: buffersSource([wavHeader(pcm), pcm.data]), contentType }
   const args = [
     ...['-f', 's16le', '-ar', String(pcm.sampleRate), '-ac', String(pcm.channels), '-i', 'pipe:0'],
     ...FFMPEG_ARGS[format],
     'pipe:1',
   ]
-  const data = await runFfmpeg(args, {
+  const data = await startFfmpeg(args, {
     path: options.ffmpegPath,
     what: 'audio encoding',
     input: pcm.data,

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream'
 import type { BillableUsage } from '../../billing/prices.ts'
 import type { UpstreamCall } from '../types.ts'
 
@@ -89,12 +90,31 @@ export type MediaJob = MediaInput & {
   upstreamModel: string
 }
 
-/** One finished output: the bytes in hand (decoded base64, or downloaded with the upstream's key). */
+/**
+ * The bytes of an output that are not in hand: a download, an encoder's output, a rendered file.
+ * The output keeper (tasks/outputs.ts) opens it once and streams it to storage as it comes, so no
+ * output is ever whole in memory. Opened (or discarded) right after the step that made it.
+ */
+export interface OutputSource {
+  /**
+   * The bytes as a stream, which fails when they turn out bad (larger than the limit, cut off, an
+   * encoder error). `contentType` when only the opened source knows it (a download's header).
+   */
+  open(): Promise<{ stream: Readable; contentType?: string }>
+  /** Frees what the source holds (a running encoder, a temporary file) when it is not opened. */
+  discard(): Promise<void>
+}
+
+/** One finished output. */
 export interface MediaOutput {
   type: MediaKind
-  /** `image/png`, `video/mp4`, `audio/mpeg`, `audio/wav`, `audio/ogg`, … */
+  /** `image/png`, `video/mp4`, `audio/mpeg`, `audio/wav`, `audio/ogg`, … (a source may refine it). */
   contentType: string
-  data: Buffer
+  /**
+   * In hand when the bytes are in memory anyway (an image an upstream answered inline in base64,
+   * the mock's PNGs); otherwise a source the keeper streams to storage.
+   */
+  data: Buffer | OutputSource
 }
 
 export interface MediaResult {

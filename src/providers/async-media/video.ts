@@ -1,11 +1,13 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, open, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { runFfmpeg } from './ffmpeg.ts'
+import type { OutputSource } from './types.ts'
 
 // A real, small MP4 for the mock provider's video tasks: ffmpeg's test pattern at the requested length
 // and shape, H.264 in an MP4 with its index (moov) in front. MP4 needs a seekable output to write its
-// index, so ffmpeg writes a temporary file that is read back and removed.
+// index, so ffmpeg writes a temporary file, which the output keeper then streams to storage; the
+// temporary directory goes when the file is opened (or the source discarded).
 
 export interface TestVideo {
   seconds: number
@@ -16,9 +18,10 @@ export interface TestVideo {
 export async function renderTestVideo(
   v: TestVideo,
   options: { ffmpegPath: string; signal?: AbortSignal },
-): Promise<Buffer> {
+): Promise<OutputSource> {
   const dir = await mkdtemp(join(tmpdir(), 'junction-video-'))
   const out = join(dir, 'video.mp4')
+  const remove = (): Promise<void> => rm(dir, { recursive: true, force: true })
   try {
     const args = [
       '-y',
@@ -27,8 +30,23 @@ export async function renderTestVideo(
       ...['-movflags', '+faststart', '-f', 'mp4', out],
     ]
     await runFfmpeg(args, { path: options.ffmpegPath, what: 'video rendering', signal: options.signal })
-    return await readFile(out)
-  } finally {
-    await rm(dir, { recursive: true, force: true })
+  } catch (err) {
+    await remove()
+    throw err
+  }
+  return {
+    async open() {
+      // Opened, then removed at once: the open handle keeps the bytes readable until the stream is
+      // done with them, and nothing is left to clean up however the read ends.
+      const handle = await open(out, 'r')
+      try {
+        await remove()
+      } catch (err) {
+        await handle.close()
+        throw err
+      }
+      return { stream: handle.createReadStream() }
+    },
+    discard: remove,
   }
 }

@@ -128,12 +128,13 @@ async function pollVideo(
   const progress = readVeoOperation(parsed.data)
   if (progress.state === 'pending') return { state: 'pending', job: state }
   if (progress.state === 'failed') return progress
-  const outputs = []
-  for (const uri of progress.uris) {
-    // The key goes with the download only to the configured API origin (async-media/download.ts).
-    const got = await downloadOutput(call, uri, keyHeader(call))
-    outputs.push({ type: 'video' as const, contentType: 'video/mp4', data: got.data })
-  }
+  // Downloaded as the keeper stores them; the key goes with the download only to the configured API
+  // origin (async-media/download.ts).
+  const outputs = progress.uris.map((uri) => ({
+    type: 'video' as const,
+    contentType: 'video/mp4',
+    data: downloadOutput(call, uri, keyHeader(call), () => 'video/mp4'),
+  }))
   return {
     state: 'done',
     result: {

@@ -20,9 +20,10 @@ function authHeaders(call: MediaCall): Record<string, string> {
   return call.upstream.apiKey ? { authorization: `Bearer ${call.upstream.apiKey}` } : {}
 }
 
-/** Decoded length of base64 text, without decoding it (padding excluded). */
+/** Decoded length of base64 text, without decoding it (padding and whitespace excluded). */
 function base64Length(b64: string): number {
-  const clean = b64.replace(/\s+/g, '')
+  // Copied without whitespace only when it has some: the text can be hundreds of megabytes.
+  const clean = /\s/.test(b64) ? b64.replace(/\s+/g, '') : b64
   const padding = clean.endsWith('==') ? 2 : clean.endsWith('=') ? 1 : 0
   return Math.floor((clean.length * 3) / 4) - padding
 }
@@ -54,14 +55,20 @@ export function createOpenAIImagesAdapter(): MediaAdapter {
         if (item.b64_json) {
           if (base64Length(item.b64_json) > limit)
             throw malformedUpstream(call, `output larger than ${limit} bytes`)
+          // Decoded once, now, and stored from this buffer as it is (no further copy), so the
+          // answer's text (4/3 of the bytes, on the JS heap) can go at once. Decoding slices while
+          // storing keeps that text alive longer and measured no better: the JSON answer, read and
+          // parsed whole, is what costs the memory here, and it cannot be streamed.
           outputs.push({ type: 'image', contentType, data: Buffer.from(item.b64_json, 'base64') })
         } else if (item.url) {
-          const got = await downloadOutput(call, item.url, authHeaders(call))
-          const type = got.contentType?.split(';')[0]?.trim().toLowerCase()
+          const typeOf = (header: string | undefined): string => {
+            const type = header?.split(';')[0]?.trim().toLowerCase()
+            return type?.startsWith('image/') ? type : contentType
+          }
           outputs.push({
             type: 'image',
-            contentType: type?.startsWith('image/') ? type : contentType,
-            data: got.data,
+            contentType,
+            data: downloadOutput(call, item.url, authHeaders(call), typeOf),
           })
         } else {
           throw malformedUpstream(call, 'an image has neither b64_json nor url')

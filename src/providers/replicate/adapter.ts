@@ -16,7 +16,8 @@ import {
 import { replicatePredictionSchema, type ReplicatePrediction } from './wire.ts'
 
 // Replicate predictions (https://replicate.com/docs/reference/http): create with POST, poll with GET
-// on the prediction's `urls.get`, cancel with POST on `urls.cancel`, then download each output URL.
+// on the prediction's `urls.get`, cancel with POST on `urls.cancel`; each output URL is downloaded as
+// the output keeper stores it (async-media/download.ts).
 // Asynchronous on purpose: no `Prefer: wait`, the task runner polls.
 
 function authHeaders(call: MediaCall): Record<string, string> {
@@ -38,7 +39,7 @@ function storedState(call: MediaCall, state: JsonValue): ReplicateJobState {
   return s
 }
 
-/** A prediction → the runner's step: outputs downloaded once it has succeeded. */
+/** A prediction → the runner's step: once it has succeeded, its outputs to download (by the keeper). */
 async function settle(
   job: MediaJob,
   prediction: ReplicatePrediction,
@@ -49,11 +50,11 @@ async function settle(
   if (progress.state === 'pending') return { state: 'pending', job: { ...state } }
   if (progress.state === 'failed') return progress
   const kind = mediaKindOf(job)
-  const outputs = []
-  for (const url of progress.outputUrls) {
-    const { data, contentType } = await downloadOutput(call, url, authHeaders(call))
-    outputs.push({ type: kind, contentType: outputContentType(kind, url, contentType), data })
-  }
+  const outputs = progress.outputUrls.map((url) => ({
+    type: kind,
+    contentType: outputContentType(kind, url, undefined),
+    data: downloadOutput(call, url, authHeaders(call), (header) => outputContentType(kind, url, header)),
+  }))
   return { state: 'done', result: { outputs, usage: replicateUsage(job, outputs.length) } }
 }
 

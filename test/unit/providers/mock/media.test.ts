@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { crc32, inflateSync } from 'node:zlib'
 import { afterAll, describe, expect, it } from 'vitest'
-import type { MediaCall, MediaJob, MediaStep } from '../../../../src/providers/async-media/types.ts'
+import type { MediaCall, MediaJob } from '../../../../src/providers/async-media/types.ts'
 import { createMockMediaAdapter, frameSize, mockImage } from '../../../../src/providers/mock/media.ts'
 import { parseMediaInput } from '../../../../src/schemas/predictions.ts'
+import { reading, type ReadStep } from '../../../support/media-call.ts'
 import { createLogger } from '../../../../src/logger.ts'
 
 // The mock's media models make real files: checked here by their headers, with the chunks' CRCs
@@ -63,8 +64,8 @@ function job(family: MediaJob['family'], input: unknown): MediaJob {
   return { ...parseMediaInput(family, input), taskId: 'a'.repeat(32), upstreamModel: family } as MediaJob
 }
 
-async function runToEnd(j: MediaJob, clock: { t: number }, delayMs = 1000): Promise<MediaStep> {
-  const adapter = createMockMediaAdapter({ now: () => clock.t, delayMs })
+async function runToEnd(j: MediaJob, clock: { t: number }, delayMs = 1000): Promise<ReadStep> {
+  const adapter = reading(createMockMediaAdapter({ now: () => clock.t, delayMs }))
   const submitted = await adapter.submit(j, call)
   if (submitted.state !== 'pending') return submitted
   clock.t += 1_000_000
@@ -98,7 +99,7 @@ describe('mock images', () => {
 describe('the mock media adapter', () => {
   it('is pending until its delay has passed, keeping its state, then done with num_images PNGs', async () => {
     const clock = { t: 1000 }
-    const adapter = createMockMediaAdapter({ now: () => clock.t, delayMs: 500 })
+    const adapter = reading(createMockMediaAdapter({ now: () => clock.t, delayMs: 500 }))
     const j = job('image', { prompt: 'cat', num_images: 3, resolution: '2K' })
     const submitted = await adapter.submit(j, call)
     expect(submitted).toEqual({ state: 'pending', job: { readyAt: 1500 } })
@@ -120,7 +121,7 @@ describe('the mock media adapter', () => {
   })
 
   it('takes [mock:delay=<ms>] from the prompt', async () => {
-    const adapter = createMockMediaAdapter({ now: () => 0, delayMs: 3000 })
+    const adapter = reading(createMockMediaAdapter({ now: () => 0, delayMs: 3000 }))
     expect(await adapter.submit(job('image', { prompt: 'x [mock:delay=25]' }), call)).toEqual({
       state: 'pending',
       job: { readyAt: 25 },
@@ -137,7 +138,7 @@ describe('the mock media adapter', () => {
       code: 'mock_failure',
       billed: { kind: 'video', seconds: 6, resolution: '720P' },
     })
-    const rejected = await createMockMediaAdapter({ now: () => 0, delayMs: 0 }).submit(
+    const rejected = await reading(createMockMediaAdapter({ now: () => 0, delayMs: 0 })).submit(
       job('speech', { prompt: '[mock:reject] hi' }),
       call,
     )
