@@ -269,7 +269,33 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
         })
         return
       case 'done':
-        await succeed(t, s.result)
+        try {
+          await succeed(t, s.result)
+        } catch (err) {
+          // The outputs are downloaded (or encoded) as they are kept: a failure there is the step's,
+          // retried with the poll's backoff like any other (the upstream job stays done).
+          const e = toGatewayError(err)
+          if (!signal.aborted && e.code === 'internal_error') {
+            d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
+            await fail(t, { code: 'internal_error', message: 'the task failed inside the gateway' })
+          } else if (submitting && !p.adapter.idempotentSubmit) {
+            // Done at submit, with no job to poll again: fetching the outputs once more would take a
+            // second submit, which may start (and bill) a second job upstream.
+            d.log.warn({ err, taskId: t.id }, 'keeping the outputs of a job done at submit failed')
+            await fail(t, {
+              code: e.code,
+              message: `the upstream finished the job but its outputs could not be kept (${e.message}); it is not submitted again`,
+            })
+          } else if (signal.aborted || e.retryable || e.status >= 500) {
+            d.log.warn({ err, taskId: t.id, runs: t.runs }, 'keeping the outputs failed; will retry')
+            await advance(t, {
+              runs: t.runs + 1,
+              nextRunAt: d.now() + (stopping.signal.aborted ? 0 : pollDelay(t.runs, d.config)),
+            })
+          } else {
+            await fail(t, { code: e.code, message: e.message })
+          }
+        }
         return
       case 'failed':
         await fail(t, { code: s.code, message: s.message }, s.billed ?? null)

@@ -243,14 +243,29 @@ describe('prediction outputs stream to storage', () => {
       await writeBlocks(res, 8 * MiB, full, base)
       res.end()
     })
+    // The job is still running when it is created, and done at the first poll: a failed download is
+    // a failed poll, which the next one repeats.
+    const succeeded = JSON.parse(
+      readFixture('replicate/seedance-succeeded.json')
+        .replaceAll('https://api.replicate.com', s.up.origin)
+        .replaceAll('https://replicate.delivery', s.up.origin),
+    ) as Json
+    let creates = 0
+    s.up.setHandler('POST /v1/models/bytedance/seedance-1-lite/predictions', (_req, res) => {
+      creates++
+      sendJson(res, 201, { ...succeeded, status: 'processing', output: null, completed_at: null })
+    })
+    s.up.setHandler(`GET /v1/predictions/${succeeded.id}`, (_req, res) => sendJson(res, 200, succeeded))
     const id = await s.create()
-    await s.step()
+    await s.step() // submit: processing
+    await s.step() // poll: done, the download is cut
     expect(s.chunks.length).toBeGreaterThan(0)
     expect((await s.lookup(id)).data.task_status).toBe('processing')
     expect(filesIn(s.dir)).toEqual([])
 
     cut = false
-    await s.step()
+    // Retried with the poll's backoff (seconds), not when the step's 60 s lease runs out.
+    await s.step(30_000)
     const done = await s.lookup(id)
     expect(done.data.task_status).toBe('success')
     expect(await fetchDigest(s.gw, done.data.output[0].video)).toEqual({
@@ -258,6 +273,26 @@ describe('prediction outputs stream to storage', () => {
       bytes: 8 * MiB,
     })
     expect(filesIn(s.dir)).toHaveLength(1)
+    expect(creates).toBe(1)
+  })
+
+  it('a job done at submit whose download is cut fails, and is not submitted again', async () => {
+    const s = await setup()
+    s.up.setHandler(`GET ${OUTPUT_PATH}`, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(8 * MiB) })
+      res.write(Buffer.alloc(MiB))
+      setTimeout(() => res.destroy(), 20)
+    })
+    const id = await s.create()
+    await s.step()
+    expect((await s.lookup(id)).data).toMatchObject({
+      task_status: 'failed',
+      error: { message: expect.stringContaining('it is not submitted again') },
+    })
+    await s.step(30_000)
+    expect(filesIn(s.dir)).toEqual([])
+    const creates = s.up.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/predictions'))
+    expect(creates).toHaveLength(1)
   })
 
   it('an output that passes maxOutputBytes while streaming (no Content-Length) is cut and leaves no file', async () => {
@@ -274,7 +309,11 @@ describe('prediction outputs stream to storage', () => {
     })
     const id = await s.create()
     await s.step()
-    expect((await s.lookup(id)).data.task_status).toBe('processing')
+    // Done at submit: a job that cannot be polled again fails rather than being submitted twice.
+    expect((await s.lookup(id)).data).toMatchObject({
+      task_status: 'failed',
+      error: { message: expect.stringContaining('larger than') },
+    })
     expect(filesIn(s.dir)).toEqual([])
     expect(s.chunks.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(4 * MiB)
     await s.up.close()
@@ -310,7 +349,11 @@ describe('encoded outputs stream from ffmpeg', () => {
     const id = await s.create(speech)
     await s.step()
     await s.step()
-    expect((await s.lookup(id)).data.task_status).toBe('processing')
+    // A gateway fault, like the early failure: failed at once, not retried until the task's deadline.
+    expect((await s.lookup(id)).data).toMatchObject({
+      task_status: 'failed',
+      error: { code: 'internal_error' },
+    })
     expect(filesIn(s.dir)).toEqual([])
   })
 })
