@@ -167,6 +167,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   fileSweeper.unref()
 
   const stats = createMeteringStats()
+  const metrics = createMetrics()
   const idsUsed = overrides.ids ?? defaultIds
   const tasks = await createPredictionServices({
     config,
@@ -177,6 +178,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     now,
     ids: idsUsed,
     stats,
+    metrics,
     outputStorage: overrides.outputStorage,
     mediaAdapterFor: overrides.mediaAdapterFor,
   })
@@ -189,7 +191,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     models,
     router,
     health,
-    metrics: createMetrics(),
+    metrics,
     fileStorage,
     countTokens: overrides.countTokens ?? countTokens,
     stats,

@@ -185,4 +185,10 @@ export const sqliteMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 4,
+    // How far a charge may go past its hold, and the balance below zero (billing/overage.ts):
+    // picodollars, decimal; 0 for the accounts that exist already.
+    sql: `ALTER TABLE accounts ADD COLUMN overdraft TEXT NOT NULL DEFAULT '0';`,
+  },
 ]
