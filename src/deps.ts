@@ -99,6 +99,8 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
       discountPpm: a.discountPpm,
       modelDiscountsPpm: a.modelDiscountsPpm,
       rateLimits: a.rateLimits,
+      // Only when the file sets it: otherwise what the admin API set stays.
+      ...(a.overdraft === undefined ? {} : { overdraft: a.overdraft }),
     }
     const created = await store.accounts.create({ id: a.id, createdAt: now, ...fromFile }, a.initialCredits)
     if (!created) {

@@ -313,3 +313,55 @@ export function createTokenTally(count: TokenCounter = countTokens): TokenTally 
     heldLength: () => pendingLength + queuedLength,
   }
 }
+
+/**
+ * A stream's output tokens against a limit, counted as the text arrives. Each token is at least one
+ * UTF-8 byte, so the tokens counted plus the bytes not yet counted bound the total: text is only held
+ * until that bound could pass the limit (or {@link TALLY_BATCH} characters are held), then counted. A
+ * stream well under its limit is counted once, at its end; every character is counted once whatever
+ * the stream's length, and at most the limit's worth of bytes, or one batch, is held.
+ */
+export interface TokenMeter {
+  /** Takes the next piece of the stream. */
+  add(text: string): void
+  /** True when the text held must be counted (`exceeded`) to know whether the limit is passed. */
+  needsCount(): boolean
+  /** Counts the text held; true when the tokens so far are more than the limit. */
+  exceeded(): Promise<boolean>
+  /** The tokens of everything added. */
+  total(): Promise<number>
+}
+
+export function createTokenMeter(limit: number, count: TokenCounter = countTokens): TokenMeter {
+  let held: string[] = []
+  let heldLength = 0
+  let heldBytes = 0
+  let tokens = 0
+  async function flush(): Promise<void> {
+    if (heldLength === 0) return
+    const text = held.join('')
+    const bytes = heldBytes
+    held = []
+    heldLength = 0
+    heldBytes = 0
+    // A failing counter must neither end the stream nor skip the charge: bytes/4 stands in.
+    tokens += await count(text).catch(() => Math.ceil(bytes / 4))
+  }
+  return {
+    add(text) {
+      if (text === '') return
+      held.push(text)
+      heldLength += text.length
+      heldBytes += Buffer.byteLength(text)
+    },
+    needsCount: () => tokens + heldBytes > limit || heldLength >= TALLY_BATCH,
+    async exceeded() {
+      await flush()
+      return tokens > limit
+    },
+    async total() {
+      await flush()
+      return tokens
+    },
+  }
+}
