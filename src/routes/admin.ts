@@ -235,7 +235,9 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
   app.put<{ Params: { id: string } }>('/admin/accounts/:id/overdraft', async (request) => {
     const account = await mustGet(request.params.id)
     const { overdraft_usd } = parse(overdraftBody, request.body)
-    return accountView((await store.accounts.update(account.id, { overdraft: usd(overdraft_usd) })) as Account)
+    return accountView(
+      (await store.accounts.update(account.id, { overdraft: usd(overdraft_usd) })) as Account,
+    )
   })
 
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/webhook-secret', async (request) => {

@@ -119,7 +119,11 @@ export interface LedgerStore {
    * and returns null. Works with an expired or unknown reservation too (the cost is still charged: a
    * request that outlived its hold is billed, never lost).
    */
-  settle(reservation: ReservationRef, record: GenerationRecord, limit?: SettleLimit): Promise<GenerationRecord | null>
+  settle(
+    reservation: ReservationRef,
+    record: GenerationRecord,
+    limit?: SettleLimit,
+  ): Promise<GenerationRecord | null>
   /** Drops the reservation; nothing when it is already gone. */
   release(reservation: ReservationRef): Promise<void>
 }

@@ -1,7 +1,12 @@
 import type { ServerResponse } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
 import { cutOffAt } from '../../src/inference/chat.ts'
-import { sendJson, startFakeUpstream, type FakeUpstream, type RecordedRequest } from '../support/fake-upstream.ts'
+import {
+  sendJson,
+  startFakeUpstream,
+  type FakeUpstream,
+  type RecordedRequest,
+} from '../support/fake-upstream.ts'
 import { readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
 
 // An account is never overdrawn past what admission allowed: a request is charged at most its hold
