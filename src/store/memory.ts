@@ -205,16 +205,21 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
       const s = mustGet(ref.accountId)
       if (records.has(input.generationId)) return null
       const now = limit?.now ?? input.createdAt + input.generationTimeMs
-      const hold = s.reservations.get(ref.id)
+      const stored = s.reservations.get(ref.id)
       s.reservations.delete(ref.id)
-      const record = capCharge(
-        input,
-        chargeCeiling({
-          held: limit?.held ?? (hold && hold.expiresAt > now ? hold.amount : undefined),
-          overdraft: s.account.overdraft ?? 0n,
-          free: s.credits - s.usage - openReserved(s, now),
-        }),
-      )
+      const open = stored && stored.expiresAt > now ? stored : undefined
+      const held = limit?.held ?? open?.amount
+      const record =
+        open && held !== undefined && input.cost <= held
+          ? input
+          : capCharge(
+              input,
+              chargeCeiling({
+                held,
+                overdraft: s.account.overdraft ?? 0n,
+                free: s.credits - s.usage - openReserved(s, now),
+              }),
+            )
       s.usage += record.cost
       records.set(record.generationId, copyRecord(record))
       s.generations.push(record.generationId)

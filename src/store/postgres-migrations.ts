@@ -314,18 +314,25 @@ export const migrations: readonly Migration[] = [
     sql: `
       ALTER TABLE accounts ADD COLUMN overdraft numeric(40,0) NOT NULL DEFAULT 0;
       ALTER TABLE generations ADD COLUMN unbilled_usd numeric(40,0), ADD COLUMN unbilled_tokens bigint;
-      -- The most a generation may be charged (chargeCeiling in billing/overage.ts). Locks the account's
-      -- ledger row first, as junction_reserve does, and being VOLATILE reads the holds after the lock.
-      -- p_held NULL: the hold's stored amount, if it is still open. NULL: unknown account.
+      -- The most a generation costing p_cost may be charged (chargeCeiling in billing/overage.ts).
+      -- p_held NULL: the hold's stored amount, if it is still open. A cost within its open hold is
+      -- charged as it is, with one lookup. Otherwise it locks the account's ledger row first, as
+      -- junction_reserve does, and being VOLATILE reads the holds after the lock. NULL: unknown account.
       CREATE FUNCTION junction_charge_ceiling(
-        p_account text, p_id text, p_held numeric, p_now bigint
+        p_account text, p_id text, p_held numeric, p_now bigint, p_cost numeric
       ) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
       DECLARE
         v_free numeric;
         v_overdraft numeric;
-        v_held numeric := p_held;
+        v_held numeric;
         v_ceiling numeric;
       BEGIN
+        SELECT amount INTO v_held FROM reservations
+          WHERE account_id = p_account AND id = p_id AND expires_at > p_now;
+        IF FOUND AND p_cost <= coalesce(p_held, v_held) THEN
+          RETURN p_cost;
+        END IF;
+        v_held := coalesce(p_held, v_held);
         SELECT l.credits - l.usage, greatest(a.overdraft, 0) INTO v_free, v_overdraft
           FROM ledger l JOIN accounts a ON a.id = l.account_id
           WHERE l.account_id = p_account FOR NO KEY UPDATE OF l;
@@ -334,10 +341,6 @@ export const migrations: readonly Migration[] = [
         END IF;
         SELECT v_free - coalesce(sum(amount), 0) INTO v_free FROM reservations
           WHERE account_id = p_account AND id <> p_id AND expires_at > p_now;
-        IF v_held IS NULL THEN
-          SELECT amount INTO v_held FROM reservations
-            WHERE account_id = p_account AND id = p_id AND expires_at > p_now;
-        END IF;
         v_ceiling := v_free + v_overdraft;
         IF v_held IS NOT NULL THEN
           v_ceiling := least(v_ceiling, v_held + v_overdraft);

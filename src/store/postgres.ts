@@ -384,7 +384,7 @@ function createLedger(query: Query): LedgerStore {
       try {
         const { rows } = await query<{ cost: string }>(
           `WITH c AS (
-             SELECT least($17::numeric, junction_charge_ceiling($2, $18, $20::numeric, $21)) AS cost),
+             SELECT least($17::numeric, junction_charge_ceiling($2, $18, $20::numeric, $21, $17::numeric)) AS cost),
            ins AS (
              INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
                generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,

@@ -522,14 +522,18 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
           now,
         )
         run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id)
-        const record = capCharge(
-          input,
-          chargeCeiling({
-            held: limit?.held ?? (hold ? BigInt(hold.amount) : undefined),
-            overdraft: BigInt(b.overdraft),
-            free: BigInt(b.credits) - BigInt(b.usage) - reservedOf(ref.accountId, now),
-          }),
-        )
+        const held = limit?.held ?? (hold ? BigInt(hold.amount) : undefined)
+        const record =
+          hold && held !== undefined && input.cost <= held
+            ? input
+            : capCharge(
+                input,
+                chargeCeiling({
+                  held,
+                  overdraft: BigInt(b.overdraft),
+                  free: BigInt(b.credits) - BigInt(b.usage) - reservedOf(ref.accountId, now),
+                }),
+              )
         // The UNIQUE generation id makes the charge happen once: a repeat inserts nothing.
         const inserted = run(
           `INSERT INTO generations (generation_id, account_id, created_at, cost, record) VALUES (?, ?, ?, ?, ?)
