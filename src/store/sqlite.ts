@@ -513,7 +513,6 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
           ref.accountId,
         )
         if (!b) throw new Error(`unknown account ${ref.accountId}`)
-        if (get('SELECT 1 AS x FROM generations WHERE generation_id = ?', input.generationId)) return null
         const now = limit?.now ?? input.createdAt + input.generationTimeMs
         const hold = get<{ amount: string }>(
           'SELECT amount FROM reservations WHERE account_id = ? AND id = ? AND expires_at > ?',
@@ -521,7 +520,6 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
           ref.id,
           now,
         )
-        run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id)
         const held = limit?.held ?? (hold ? BigInt(hold.amount) : undefined)
         const record =
           hold && held !== undefined && input.cost <= held
@@ -531,7 +529,11 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
                 chargeCeiling({
                   held,
                   overdraft: BigInt(b.overdraft),
-                  free: BigInt(b.credits) - BigInt(b.usage) - reservedOf(ref.accountId, now),
+                  // The other open holds: this one is still in the sum.
+                  free:
+                    BigInt(b.credits) -
+                    BigInt(b.usage) -
+                    (reservedOf(ref.accountId, now) - (hold ? BigInt(hold.amount) : 0n)),
                 }),
               )
         // The UNIQUE generation id makes the charge happen once: a repeat inserts nothing.
@@ -544,7 +546,8 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
           record.cost.toString(),
           encodeRecord(record),
         )
-        if (inserted === 0) throw new Error(`generation ${record.generationId} inserted twice`)
+        if (inserted === 0) return null
+        run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id)
         run(
           'UPDATE accounts SET usage = ? WHERE id = ?',
           (BigInt(b.usage) + record.cost).toString(),
