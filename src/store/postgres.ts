@@ -379,8 +379,9 @@ function createLedger(query: Query): LedgerStore {
       }
       // One statement, so one transaction: the record, the charge and the dropped hold commit together.
       // A repeated generation id inserts nothing, and then nothing else happens either. The charge is
-      // capped as billing/overage.ts does it: junction_charge_ceiling (migration 7) locks the account's
-      // ledger row and reads the balance and the other holds after the lock.
+      // capped as billing/overage.ts does it, by junction_charge_ceiling (migration 7): a cost within
+      // its open hold as it is, any other after locking the account's ledger row and reading the
+      // balance and the other holds.
       try {
         const { rows } = await query<{ cost: string }>(
           `WITH c AS (
