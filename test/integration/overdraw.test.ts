@@ -1,4 +1,7 @@
+import { mkdtempSync, rmSync } from 'node:fs'
 import type { ServerResponse } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { cutOffAt } from '../../src/inference/chat.ts'
 import {
@@ -8,6 +11,7 @@ import {
   type RecordedRequest,
 } from '../support/fake-upstream.ts'
 import { readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
+import { createTestDatabase } from '../support/postgres.ts'
 
 // An account is never overdrawn past what admission allowed: a request is charged at most its hold
 // (plus the account's overdraft), whatever its upstream streams or reports; the excess is recorded on
@@ -25,10 +29,15 @@ afterEach(async () => {
   closers = []
 })
 
-async function gateway(fake: FakeUpstream, credits: number, overdraftUsd?: number): Promise<TestGateway> {
+async function gateway(
+  fake: FakeUpstream,
+  credits: number,
+  overdraftUsd?: number,
+  databaseUrl = 'memory',
+): Promise<TestGateway> {
   const gw = await startGateway({
     listen: true,
-    env: { GATEWAY_ADMIN_KEY: ADMIN },
+    env: { GATEWAY_ADMIN_KEY: ADMIN, GATEWAY_DATABASE_URL: databaseUrl },
     file: {
       limits: { defaultMaxOutputTokens: 1000 },
       providers: { up: { kind: 'openai-compat', baseUrl: `${fake.origin}/v1` } },
@@ -201,17 +210,40 @@ describe('an account’s overdraft', () => {
     expect(rec.unbilled_overage.usd).toBeCloseTo(0.04001 - HOLD - 0.005, 12)
   })
 
-  it('300 concurrent requests leave the balance at or above −overdraft, never below', async () => {
-    const fake = await upstream({ 'POST /v1/chat/completions': overReporting })
-    const gw = await gateway(fake, 0.0402, 0.01)
-    const answers = await Promise.all(Array.from({ length: 300 }, (_, i) => post(gw, ask(i % 2 === 0))))
-    await Promise.all(answers.map((r) => r.arrayBuffer()))
-    expect(answers.map((r) => r.status).filter((s) => s !== 200 && s !== 402)).toEqual([])
-    const end = await balance(gw)
-    expect(end).toBeGreaterThanOrEqual(-0.01)
-    // The upstream reported far more than credits plus overdraft: the overdraft is used, not passed.
-    expect(end).toBeLessThan(0)
-  })
+  // Each store caps the charge in its own settle step: every backend, with and without an overdraft.
+  it.each([
+    ['memory', 0],
+    ['memory', 0.01],
+    ['sqlite', 0],
+    ['sqlite', 0.01],
+    ['postgres', 0],
+    ['postgres', 0.01],
+  ])(
+    '300 concurrent requests on %s with an overdraft of $%s end at or above −overdraft',
+    async (backend, overdraft) => {
+      let url = backend
+      if (backend === 'sqlite') {
+        const dir = mkdtempSync(join(tmpdir(), 'junction-overdraw-'))
+        closers.push(async () => rmSync(dir, { recursive: true, force: true }))
+        url = `sqlite:${join(dir, 'j.db')}`
+      } else if (backend === 'postgres') {
+        const db = await createTestDatabase()
+        closers.push(() => db.drop())
+        url = db.url
+      }
+      const fake = await upstream({ 'POST /v1/chat/completions': overReporting })
+      const gw = await gateway(fake, 0.0402, overdraft, url)
+      const answers = await Promise.all(Array.from({ length: 300 }, (_, i) => post(gw, ask(i % 2 === 0))))
+      await Promise.all(answers.map((r) => r.arrayBuffer()))
+      expect(answers.map((r) => r.status).filter((s) => s !== 200 && s !== 402)).toEqual([])
+      const end = await balance(gw)
+      expect(end).toBeGreaterThanOrEqual(-overdraft)
+      // The upstream reported far more than credits plus overdraft: the credits are used up (and
+      // some of the overdraft, when there is one), never more.
+      if (overdraft === 0) expect(end).toBe(0)
+      else expect(end).toBeLessThan(0)
+    },
+  )
 
   it('is set through the admin API, at creation and later, and refused when not an amount', async () => {
     const fake = await upstream({ 'POST /v1/chat/completions': overReporting })
