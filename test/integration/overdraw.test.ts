@@ -155,6 +155,34 @@ describe('a request is charged at most its hold', () => {
     expect(sent).toBeLessThan(100_000)
   })
 
+  it('so is an endless stream of reasoning: reasoning is billed, so it counts', async () => {
+    let sent = 0
+    const fake = await upstream({
+      // DeepSeek's field, 50 tokens a chunk, never an answer.
+      'POST /v1/chat/completions': async (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        const data = `data: ${JSON.stringify(chunk({ reasoning_content: ' word'.repeat(50) }))}\n\n`
+        while (!res.destroyed && sent < 20_000) {
+          sent++
+          if (!res.write(data)) {
+            await new Promise((r) => {
+              res.once('drain', r)
+              res.once('close', r)
+            })
+          }
+        }
+        res.end()
+      },
+    })
+    const gw = await gateway(fake, 0.01)
+    const res = await post(gw, ask(true))
+    const events = (await res.text()).split('\n\n').filter((e) => e.startsWith('data: '))
+    expect(events.at(-1)).toContain('"code":"upstream_error"')
+    expect((events.length - 1) * 50).toBeLessThanOrEqual(cutOffAt(1000))
+    expect(sent).toBeLessThan(20_000)
+    expect(await balance(gw)).toBeCloseTo(0.01 - HOLD, 12)
+  })
+
   it('a blocking answer reporting 20 000 tokens against a 1 000-token bound is charged the hold', async () => {
     const fake = await upstream({ 'POST /v1/chat/completions': overReporting })
     const gw = await gateway(fake, 1)
