@@ -228,6 +228,41 @@ describe('a request is charged at most its hold', () => {
   })
 })
 
+describe('every route gets the cap', () => {
+  it('embeddings reporting a million tokens for a 2-token input are charged the hold', async () => {
+    const fake = await upstream({
+      'POST /v1/embeddings': (_req, res) =>
+        sendJson(res, 200, {
+          object: 'list',
+          data: [{ object: 'embedding', index: 0, embedding: [0.6, 0.8] }],
+          model: 'e',
+          usage: { prompt_tokens: 1_000_000, total_tokens: 1_000_000 },
+        }),
+    })
+    const gw = await startGateway({
+      listen: true,
+      file: {
+        providers: { up: { kind: 'openai-compat', baseUrl: `${fake.origin}/v1` } },
+        models: [{ slug: 'up/e', type: 'embedding', pricing: { embedding: 1 } }],
+        accounts: [{ id: 'acme', keys: ['sk-acme-0001'], credits: 1 }],
+      },
+    })
+    closers.push(() => gw.close())
+    const res = await fetch(`${gw.origin}/v1/embeddings`, {
+      method: 'POST',
+      headers: { ...key, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'up/e', input: 'hi' }),
+    })
+    expect(res.status).toBe(200)
+    const rec = await readGeneration(gw, res.headers.get('x-generation-id') ?? '', key)
+    // 'hi' is at most 2 tokens at $1/M: $0.000002 held, $1 reported.
+    expect(rec.usage.upstream_cost).toBe(1)
+    expect(rec.usage.cost).toBe(0.000002)
+    expect(rec.unbilled_overage).toEqual({ usd: 0.999998, tokens: 999_998 })
+    expect(await balance(gw)).toBeCloseTo(1 - 0.000002, 12)
+  })
+})
+
 describe('an account’s overdraft', () => {
   it('lets one charge pass its hold by at most the overdraft', async () => {
     const fake = await upstream({ 'POST /v1/chat/completions': overReporting })
