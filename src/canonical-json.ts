@@ -3,6 +3,9 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_k, v: unknown) =>
     v && typeof v === 'object' && !Array.isArray(v)
       ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
+      : // Money (bigint picodollars) as its decimal text.
+        typeof v === 'bigint'
+        ? v.toString()
+        : v,
   )
 }

@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { z } from 'zod'
-import { discountRateSchema as rate } from './schemas/billing.ts'
+import { discountRateSchema as rate, overdraftSchema } from './schemas/billing.ts'
 import { formatPath } from './errors.ts'
 import type { ProviderKind, RetryPolicy, UpstreamConfig } from './providers/types.ts'
 import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
@@ -144,6 +144,8 @@ export interface AccountConfig {
    * account): only these are applied to an account that already exists.
    */
   given: AccountSetting[]
+  /** How far a charge may pass its hold, and the balance go below zero (absent: left as it is, 0 new). */
+  overdraft?: Money
   /** The account's webhook signing secret (`whsec_…`), applied at every start; generated when absent. */
   webhookSecret?: string
 }
@@ -429,6 +431,11 @@ const accountSchema = z
     discountPercent: rate.optional(),
     modelDiscounts: z.record(z.string(), rate).optional(),
     rateLimits: rateLimitsSchema.optional(),
+    /**
+     * USD a request may be charged past its hold when the upstream reports more than admission
+     * allowed for, and the balance go below zero; 0 (none) unless set.
+     */
+    overdraftUsd: overdraftSchema.optional(),
     /** Standard Webhooks secret signing this account's prediction webhooks. */
     webhookSecret: z
       .string()
@@ -641,6 +648,7 @@ export function loadConfig(
     )
       .filter(([, value]) => value !== undefined)
       .map(([setting]) => setting),
+    ...(a.overdraftUsd === undefined ? {} : { overdraft: usd(a.overdraftUsd) }),
     webhookSecret: a.webhookSecret,
   }))
   let devAccount = false

@@ -118,6 +118,8 @@ async function seedAccounts(config: Config, store: Store, now: number): Promise<
       discountPpm: a.discountPpm,
       modelDiscountsPpm: a.modelDiscountsPpm,
       rateLimits: a.rateLimits,
+      // Only when the file sets it: otherwise what the admin API set stays.
+      ...(a.overdraft === undefined ? {} : { overdraft: a.overdraft }),
     }
     const created = await store.accounts.create({ id: a.id, createdAt: now, ...settings }, a.initialCredits)
     const fromFile = toFields(Object.fromEntries(a.given.map((setting) => [setting, settings[setting]])))
@@ -224,6 +226,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   fileSweeper.unref()
 
   const stats = createMeteringStats()
+  const metrics = createMetrics()
   const idsUsed = overrides.ids ?? defaultIds
   const tasks = await createPredictionServices({
     config,
@@ -234,6 +237,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     now,
     ids: idsUsed,
     stats,
+    metrics,
     outputStorage: overrides.outputStorage,
     mediaAdapterFor: overrides.mediaAdapterFor,
   })
@@ -246,7 +250,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     models,
     router,
     health,
-    metrics: createMetrics(),
+    metrics,
     fileStorage,
     countTokens: overrides.countTokens ?? countTokens,
     stats,

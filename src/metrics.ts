@@ -19,6 +19,10 @@ export interface Metrics {
   openStreams: Gauge
   /** Credits this instance's running requests hold, USD. */
   reserved: Gauge
+  /** What upstream usage priced beyond what its requests could be charged (billing/overage.ts), USD. */
+  unbilledOverage: Counter<'model'>
+  /** The tokens that unbilled overage stands for. */
+  unbilledOverageTokens: Counter<'model'>
 }
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
@@ -75,6 +79,18 @@ export function createMetrics(): Metrics {
     reserved: new Gauge({
       name: 'junction_reserved_credits_usd',
       help: "Credits held by this instance's running requests, USD",
+      registers,
+    }),
+    unbilledOverage: new Counter({
+      name: 'junction_unbilled_overage_usd_total',
+      help: 'Cost the upstream usage priced beyond what its requests could be charged (hold plus overdraft), USD, by model',
+      labelNames: ['model'],
+      registers,
+    }),
+    unbilledOverageTokens: new Counter({
+      name: 'junction_unbilled_overage_tokens_total',
+      help: 'Tokens of the unbilled overage, by model',
+      labelNames: ['model'],
       registers,
     }),
   }

@@ -22,6 +22,14 @@ export function toGenerationBody(r: GenerationRecord) {
     finishReason: r.finishReason,
     cancelled: r.cancelled,
     cost_source: r.costSource,
+    /**
+     * What the upstream's usage priced beyond what the request could be charged (its hold plus the
+     * account's overdraft): not in `cost`, so `cost = upstream_cost - discount - unbilled_overage.usd`.
+     */
+    unbilled_overage: {
+      usd: toUsd(r.unbilledOverage?.usd ?? 0n),
+      tokens: r.unbilledOverage?.tokens ?? 0,
+    },
     /** Every upstream call made for it (retries, fallbacks), the answering one last. */
     attempts: (r.attempts ?? []).map((a) => ({
       provider: a.provider,

@@ -14,7 +14,8 @@ import type {
   ReservationRef,
   Store,
 } from '../store/types.ts'
-import { applyPpm, type Money } from './money.ts'
+import type { Metrics } from '../metrics.ts'
+import { applyPpm, toUsd, type Money } from './money.ts'
 import { priceUsage, type BillableUsage } from './prices.ts'
 
 // Metering in three separate steps, each usable on its own:
@@ -31,6 +32,8 @@ export interface MeteringDeps {
   log: Logger
   /** Failures of settlement, for metrics and alerts. */
   stats: MeteringStats
+  /** Unbilled overage is counted here when present. */
+  metrics?: Metrics
 }
 
 export interface MeteringStats {
@@ -38,7 +41,10 @@ export interface MeteringStats {
   settleFailures: number
   /** Settlement attempts that failed and were retried. */
   settleRetries: number
-  /** Answers whose upstream went past the output limit it was sent (billed as reported, and logged). */
+  /**
+   * Answers whose upstream went past the output limit it was sent (a stream is cut; the charge is
+   * capped at the hold, the rest recorded as unbilled overage; logged).
+   */
   outputOverruns: number
 }
 
@@ -191,6 +197,8 @@ export function buildRecord(i: RecordInput): GenerationRecord {
 export interface Settlement {
   reservation: ReservationRef
   record: GenerationRecord
+  /** What admission held for it: the charge is capped at this plus the account's overdraft. */
+  held?: Money
   /** The token estimate admission counted, corrected to the actual total here; null: none was counted. */
   tokenEstimate: number | null
   now: number
@@ -199,14 +207,18 @@ export interface Settlement {
 const SETTLE_ATTEMPTS = 4
 
 /**
- * Charges the record's cost and stores the record in one store step (idempotent per generation id),
- * retrying a failing store; never throws. A settlement that still fails is logged at error level with
- * the whole record (enough to replay it by hand) and counted: a charge is never skipped silently.
+ * Charges the record's cost, capped at its hold plus the account's overdraft (billing/overage.ts), and
+ * stores the record as charged in one store step (idempotent per generation id), retrying a failing
+ * store; never throws. Returns the record as charged (the one given for a repeat), or null when the
+ * settlement failed: then it is logged at error level with the whole record (enough to replay it by
+ * hand) and counted: a charge is never skipped silently.
  */
-export async function settle(deps: MeteringDeps, s: Settlement): Promise<boolean> {
+export async function settle(deps: MeteringDeps, s: Settlement): Promise<GenerationRecord | null> {
+  /** The record as charged; null: a repeat, charged before. */
+  let charged: GenerationRecord | null
   for (let attempt = 1; ; attempt++) {
     try {
-      await deps.store.ledger.settle(s.reservation, s.record)
+      charged = await deps.store.ledger.settle(s.reservation, s.record, { held: s.held, now: s.now })
       break
     } catch (err) {
       if (attempt >= SETTLE_ATTEMPTS) {
@@ -215,7 +227,7 @@ export async function settle(deps: MeteringDeps, s: Settlement): Promise<boolean
           { err, generationId: s.record.generationId, record: recordForLog(s.record) },
           'UNSETTLED GENERATION: could not charge and record it; replay this record',
         )
-        return false
+        return null
       }
       deps.stats.settleRetries++
       deps.log.warn({ err, generationId: s.record.generationId, attempt }, 'settlement failed; retrying')
@@ -224,7 +236,23 @@ export async function settle(deps: MeteringDeps, s: Settlement): Promise<boolean
   }
   if (s.tokenEstimate !== null)
     await adjustTokens(deps, s.record.accountId, s.record.usage.total_tokens - s.tokenEstimate, s.now)
-  return true
+  if (!charged) return s.record
+  const over = charged.unbilledOverage
+  if (over) {
+    deps.metrics?.unbilledOverage.inc({ model: charged.model }, toUsd(over.usd))
+    deps.metrics?.unbilledOverageTokens.inc({ model: charged.model }, over.tokens)
+    deps.log.warn(
+      {
+        generationId: charged.generationId,
+        accountId: charged.accountId,
+        model: charged.model,
+        unbilledUsd: toUsd(over.usd),
+        unbilledTokens: over.tokens,
+      },
+      'usage priced past what the request could be charged: the rest is unbilled overage',
+    )
+  }
+  return charged
 }
 
 /**

@@ -239,77 +239,57 @@ function isNumber(cp: number): boolean {
   return NUMBER.test(String.fromCodePoint(cp))
 }
 
-/** Counts a stream's text as it arrives, holding a bounded amount of it whatever the stream's length. */
-export interface TokenTally {
-  /** Takes the next piece of the stream. Never throws. */
-  add(text: string): void
-  /** The tokens of everything added; rejects if the counter failed. */
-  total(): Promise<number>
-  /** Characters added and not yet handed to the counter. */
-  pendingLength(): number
-  /** Characters held: pending, plus handed to the counter and not yet counted. */
-  heldLength(): number
-}
-
-/** Pending text handed to the counter at once. */
+/** Text held before it is handed to the counter, at most (a stream's text is counted in such batches). */
 export const TALLY_BATCH = 64 * 1024
-/** Batches handed to the counter and not yet counted, at most. */
-export const TALLY_QUEUE = 4
 
 /**
- * A stream's tokens, counted in batches of {@link TALLY_BATCH} characters while it goes on. Cutting the
- * stream into batches can add about one token per batch. When the stream outruns the counter (a fast
- * upstream, or the tokenizer still loading) by {@link TALLY_QUEUE} batches, further full batches are not
- * kept: they count at the tokens per character of the text counted.
+ * A stream's output tokens against a limit, counted as the text arrives. Each token is at least one
+ * UTF-8 byte, so the tokens counted plus the bytes not yet counted bound the total: text is only held
+ * until that bound could pass the limit (or {@link TALLY_BATCH} characters are held), then counted. A
+ * stream well under its limit is counted once, at its end; every character is counted once whatever
+ * the stream's length, and at most the limit's worth of bytes, or one batch, is held.
  */
-export function createTokenTally(count: TokenCounter = countTokens): TokenTally {
-  let pending: string[] = []
-  let pendingLength = 0
-  let queued = 0
-  let queuedLength = 0
+export interface TokenMeter {
+  /** Takes the next piece of the stream. */
+  add(text: string): void
+  /** True when the text held must be counted (`exceeded`) to know whether the limit is passed. */
+  needsCount(): boolean
+  /** Counts the text held; true when the tokens so far are more than the limit. */
+  exceeded(): Promise<boolean>
+  /** The tokens of everything added. */
+  total(): Promise<number>
+}
+
+export function createTokenMeter(limit: number, count: TokenCounter = countTokens): TokenMeter {
+  let held: string[] = []
+  let heldLength = 0
+  let heldBytes = 0
   let tokens = 0
-  let countedLength = 0
-  let skippedLength = 0
-  let failure: { error: unknown } | undefined
-  let done: Promise<void> = Promise.resolve()
-
-  function hand(force: boolean): void {
-    if (pendingLength === 0) return
-    const length = pendingLength
-    if (!force && queued >= TALLY_QUEUE) skippedLength += length
-    else {
-      const text = pending.join('')
-      queued++
-      queuedLength += length
-      done = done.then(async () => {
-        try {
-          tokens += await count(text)
-          countedLength += length
-        } catch (error) {
-          failure ??= { error }
-        } finally {
-          queued--
-          queuedLength -= length
-        }
-      })
-    }
-    pending = []
-    pendingLength = 0
+  async function flush(): Promise<void> {
+    if (heldLength === 0) return
+    const text = held.join('')
+    const bytes = heldBytes
+    held = []
+    heldLength = 0
+    heldBytes = 0
+    // A failing counter must neither end the stream nor skip the charge: bytes/4 stands in.
+    tokens += await count(text).catch(() => Math.ceil(bytes / 4))
   }
-
   return {
     add(text) {
-      pending.push(text)
-      pendingLength += text.length
-      if (pendingLength >= TALLY_BATCH) hand(false)
+      if (text === '') return
+      held.push(text)
+      heldLength += text.length
+      heldBytes += Buffer.byteLength(text)
+    },
+    needsCount: () => tokens + heldBytes > limit || heldLength >= TALLY_BATCH,
+    async exceeded() {
+      await flush()
+      return tokens > limit
     },
     async total() {
-      hand(true)
-      await done
-      if (failure) throw failure.error
-      return tokens + (countedLength === 0 ? 0 : Math.round((skippedLength * tokens) / countedLength))
+      await flush()
+      return tokens
     },
-    pendingLength: () => pendingLength,
-    heldLength: () => pendingLength + queuedLength,
   }
 }

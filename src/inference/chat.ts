@@ -1,6 +1,6 @@
 import {
   countTokens as defaultCount,
-  createTokenTally,
+  createTokenMeter,
   promptText,
   promptTokenBound,
   type TokenCounter,
@@ -115,7 +115,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     )
     const completionTokens = completion.usage?.completion_tokens
     if (typeof completionTokens === 'number' && completionTokens > outputBound) {
-      // Billed as reported (the upstream charges us for it), and flagged for the operator.
+      // Charged at most the hold (the rest is the record's unbilled overage), and flagged.
       deps.stats.outputOverruns++
       log.warn(
         { generationId: generation.id, deployment: candidate.deployment.id, completionTokens, outputBound },
@@ -319,36 +319,32 @@ async function* relayChunks(
   batches: AsyncIterator<ChatChunk[]>,
   ctx: RelayContext,
 ): AsyncGenerator<ChatChunk[]> {
-  const tally = createTokenTally(ctx.count)
+  // The output's tokens, counted as they come (cheaply: only once they could pass the limit). Past
+  // the limit the upstream ignored the limit it was sent, and the reservation no longer bounds the
+  // cost: the stream is cut. Reasoning counts too: it is billed like the rest, and a stream of reasoning
+  // that never ends would otherwise run on unbilled (an upstream whose reasoning falls outside
+  // `max_tokens`, as DeepSeek's once did, needs a limit that leaves room for it).
+  const meter = createTokenMeter(cutOffAt(ctx.outputBound), ctx.count)
   let usage: Usage | undefined
   let finishReason: string | null = null
   let produced = false
-  // Every chunk with text carries at least one token: more such chunks than the output limit means
-  // the upstream ignored the limit it was sent, and the reservation no longer bounds the cost.
-  let textChunks = 0
 
-  /** Takes in one chunk; false when it goes past the output limit (it and the rest are not sent). */
-  const take = (chunk: ChatChunk): boolean => {
+  /** Takes in one chunk: its text goes to the meter. */
+  const take = (chunk: ChatChunk): void => {
     chunk.id = ctx.generation.id
     chunk.model = ctx.slug
     for (const choice of chunk.choices) {
       produced = true
       const d = choice.delta
-      const pieces: string[] = []
-      if (typeof d.content === 'string' && d.content !== '') pieces.push(d.content)
+      if (typeof d.content === 'string') meter.add(d.content)
+      if (typeof d.reasoning === 'string') meter.add(d.reasoning)
       for (const t of d.tool_calls ?? []) {
-        if (t.function?.name) pieces.push(t.function.name)
-        if (t.function?.arguments) pieces.push(t.function.arguments)
+        if (t.function?.name) meter.add(t.function.name)
+        if (t.function?.arguments) meter.add(t.function.arguments)
       }
-      // Reasoning is billed but not counted against the limit: some upstreams (DeepSeek) leave
-      // their chain of thought outside `max_tokens`, and a legitimate answer must never be cut.
-      if (typeof d.reasoning === 'string' && d.reasoning !== '') tally.add(d.reasoning)
-      if (pieces.length > 0 && ++textChunks > ctx.outputBound) return false
-      for (const piece of pieces) tally.add(piece)
       if (choice.finish_reason) finishReason = choice.finish_reason
     }
     if (chunk.usage) usage = chunk.usage
-    return true
   }
 
   let next = first
@@ -357,7 +353,9 @@ async function* relayChunks(
       const out: ChatChunk[] = []
       let overrun = false
       for (const chunk of next.value) {
-        if (!take(chunk)) {
+        take(chunk)
+        // It and the rest are not sent.
+        if (meter.needsCount() && (await meter.exceeded())) {
           overrun = true
           break
         }
@@ -412,10 +410,19 @@ async function* relayChunks(
       finishReason,
       estimate: async () => ({
         promptTokens: await ctx.promptTokens(),
-        completionTokens: await tally.total(),
+        completionTokens: await meter.total(),
       }),
     }
   }
+}
+
+/**
+ * The output tokens, as counted here, past which a stream is cut: the limit the upstream was sent, and
+ * an eighth more. o200k is not every upstream's tokenizer, and a legitimate answer of exactly the limit
+ * can count a little more here; its charge is capped at the hold anyway (billing/overage.ts).
+ */
+export function cutOffAt(outputBound: number): number {
+  return outputBound + Math.ceil(outputBound / 8) + 8
 }
 
 function completionText(c: ChatCompletion): string {

@@ -155,13 +155,16 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       discountPpm: discountFor(b.account, o.deployment.slug),
       attempts,
     })
-    charged = await settle(deps, {
+    // Charged at most the hold plus the account's overdraft; the rest is the record's unbilled overage.
+    const settled = await settle(deps, {
       reservation,
       record,
+      held: admission.reservation.amount,
       tokenEstimate: admission.tokenEstimate,
       now: endedAt,
     })
-    return record
+    charged = settled !== null
+    return settled ?? record
   }
 
   const generation: Generation = {

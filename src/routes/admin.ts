@@ -1,10 +1,10 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
-import { discountRateSchema as rate } from '../schemas/billing.ts'
+import { discountRateSchema as rate, overdraftSchema } from '../schemas/billing.ts'
 import { hashKey, KEY_PREFIX_LENGTH } from '../config.ts'
 import { toGenerationBody } from '../billing/generation.ts'
-import { fromPpm, toPpm, toUsd, usdRounded } from '../billing/money.ts'
+import { fromPpm, toPpm, toUsd, usd, usdRounded } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
 import type { Account } from '../store/types.ts'
@@ -31,8 +31,10 @@ const createAccountBody = z
     credits: z.number().min(0).max(1e9).transform(usdRounded).optional(),
     discount_percent: rate.optional(),
     rate_limits: rateLimitsBody.optional(),
+    overdraft_usd: overdraftSchema.optional(),
   })
   .strict()
+const overdraftBody = z.object({ overdraft_usd: overdraftSchema }).strict()
 
 const creditsBody = z
   .object({
@@ -111,6 +113,8 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
         requests_per_minute: a.rateLimits.requestsPerMinute === undefined,
         tokens_per_minute: a.rateLimits.tokensPerMinute === undefined,
       },
+      // How far a charge may pass its hold, and the balance go below zero.
+      overdraft_usd: toUsd(a.overdraft ?? 0n),
       credits: {
         total_credits: toUsd(c.totalCredits),
         total_usage: toUsd(c.totalUsage),
@@ -137,6 +141,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
         requestsPerMinute: body.rate_limits?.requests_per_minute ?? undefined,
         tokensPerMinute: body.rate_limits?.tokens_per_minute ?? undefined,
       },
+      ...(body.overdraft_usd ? { overdraft: usd(body.overdraft_usd) } : {}),
     }
     if (!(await store.accounts.create(account, body.credits ?? 0n))) {
       throw new GatewayError('account_exists', `account ${account.id} already exists`, {
@@ -232,6 +237,14 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
       rateLimits.requestsPerMinute = body.requests_per_minute ?? undefined
     if (body.tokens_per_minute !== undefined) rateLimits.tokensPerMinute = body.tokens_per_minute ?? undefined
     return accountView((await store.accounts.update(account.id, { rateLimits })) as Account)
+  })
+
+  app.put<{ Params: { id: string } }>('/admin/accounts/:id/overdraft', async (request) => {
+    const account = await mustGet(request.params.id)
+    const { overdraft_usd } = parse(overdraftBody, request.body)
+    return accountView(
+      (await store.accounts.update(account.id, { overdraft: usd(overdraft_usd) })) as Account,
+    )
   })
 
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/webhook-secret', async (request) => {

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { toPpm } from '../billing/money.ts'
+import { toPpm, usd } from '../billing/money.ts'
 
 /** A discount as a decimal rate (0.75 = 75 % off), exact to parts per million. */
 export const discountRateSchema = z
@@ -14,3 +14,20 @@ export const discountRateSchema = z
       return false
     }
   }, 'must be a decimal rate between 0 and 1 with at most 6 decimals')
+
+/**
+ * An account's overdraft in USD: how far a charge may pass what admission held, and the balance go
+ * below zero, when an upstream reports more than the request's bound. Exact to the picodollar.
+ */
+export const overdraftSchema = z
+  .number()
+  .min(0)
+  .max(1e9)
+  .refine((v) => {
+    try {
+      usd(v)
+      return true
+    } catch {
+      return false
+    }
+  }, 'must be a USD amount with at most 12 decimals')

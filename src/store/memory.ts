@@ -1,3 +1,4 @@
+import { capCharge, chargeCeiling } from '../billing/overage.ts'
 import { createMemoryFileStore } from './files.ts'
 import { createMemoryTaskStores } from './tasks-memory.ts'
 import type {
@@ -16,10 +17,12 @@ import type {
 // Nothing handed in or out is the store's own object: inputs are copied in, results copied out.
 
 // Copies by hand: structuredClone costs several microseconds on every authenticated request.
-const copyAccount = (a: Account): Account => ({
+// An overdraft of 0 is no overdraft field, as the SQL stores read it back.
+const copyAccount = ({ overdraft, ...a }: Account): Account => ({
   ...a,
   modelDiscountsPpm: { ...a.modelDiscountsPpm },
   rateLimits: { ...a.rateLimits },
+  ...(overdraft ? { overdraft } : {}),
 })
 
 const copyRecord = (r: GenerationRecord): GenerationRecord => ({
@@ -29,6 +32,7 @@ const copyRecord = (r: GenerationRecord): GenerationRecord => ({
     prompt_tokens_details: { ...r.usage.prompt_tokens_details },
     completion_tokens_details: { ...r.usage.completion_tokens_details },
   },
+  ...(r.unbilledOverage ? { unbilledOverage: { ...r.unbilledOverage } } : {}),
 })
 
 export interface MemoryStoreOptions {
@@ -194,13 +198,28 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
       r.expiresAt = now + ttlMs
       return true
     },
-    async settle(ref, record) {
-      if (record.accountId !== ref.accountId) {
-        throw new Error(`generation ${record.generationId} settled against another account's reservation`)
+    async settle(ref, input, limit) {
+      if (input.accountId !== ref.accountId) {
+        throw new Error(`generation ${input.generationId} settled against another account's reservation`)
       }
       const s = mustGet(ref.accountId)
-      if (records.has(record.generationId)) return false
+      if (records.has(input.generationId)) return null
+      const now = limit?.now ?? input.createdAt + input.generationTimeMs
+      const stored = s.reservations.get(ref.id)
       s.reservations.delete(ref.id)
+      const open = stored && stored.expiresAt > now ? stored : undefined
+      const held = limit?.held ?? open?.amount
+      const record =
+        open && held !== undefined && input.cost <= held
+          ? input
+          : capCharge(
+              input,
+              chargeCeiling({
+                held,
+                overdraft: s.account.overdraft ?? 0n,
+                free: s.credits - s.usage - openReserved(s, now),
+              }),
+            )
       s.usage += record.cost
       records.set(record.generationId, copyRecord(record))
       s.generations.push(record.generationId)
@@ -209,7 +228,7 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
       if (s.generations.length - maxPerAccount >= dropBatch) {
         for (const id of s.generations.splice(0, s.generations.length - maxPerAccount)) records.delete(id)
       }
-      return true
+      return copyRecord(record)
     },
     async release(ref) {
       states.get(ref.accountId)?.reservations.delete(ref.id)

@@ -312,4 +312,49 @@ export const migrations: readonly Migration[] = [
     name: 'task submit start',
     sql: `ALTER TABLE tasks ADD COLUMN submit_started_at bigint;`,
   },
+  {
+    version: 8,
+    // A charge is capped at its hold plus the account's overdraft, and the balance less the other
+    // holds never goes below −overdraft (billing/overage.ts); what the upstream priced beyond that is
+    // kept on the generation as unbilled (NULL: nothing was).
+    name: 'overdraft, charge ceiling, unbilled overage',
+    sql: `
+      ALTER TABLE accounts ADD COLUMN overdraft numeric(40,0) NOT NULL DEFAULT 0;
+      ALTER TABLE generations ADD COLUMN unbilled_usd numeric(40,0), ADD COLUMN unbilled_tokens bigint;
+      -- The most a generation costing p_cost may be charged (chargeCeiling in billing/overage.ts).
+      -- p_held NULL: the hold's stored amount, if it is still open. A cost within its open hold is
+      -- charged as it is, with one lookup. Otherwise it locks the account's ledger row first, as
+      -- junction_reserve does, and being VOLATILE reads the holds after the lock. NULL: unknown account.
+      CREATE FUNCTION junction_charge_ceiling(
+        p_account text, p_id text, p_held numeric, p_now bigint, p_cost numeric
+      ) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        v_free numeric;
+        v_overdraft numeric;
+        v_held numeric;
+        v_ceiling numeric;
+      BEGIN
+        SELECT amount INTO v_held FROM reservations
+          WHERE account_id = p_account AND id = p_id AND expires_at > p_now;
+        IF FOUND AND p_cost <= coalesce(p_held, v_held) THEN
+          RETURN p_cost;
+        END IF;
+        v_held := coalesce(p_held, v_held);
+        SELECT l.credits - l.usage, greatest(a.overdraft, 0) INTO v_free, v_overdraft
+          FROM ledger l JOIN accounts a ON a.id = l.account_id
+          WHERE l.account_id = p_account FOR NO KEY UPDATE OF l;
+        IF NOT FOUND THEN
+          RETURN NULL;
+        END IF;
+        SELECT v_free - coalesce(sum(amount), 0) INTO v_free FROM reservations
+          WHERE account_id = p_account AND id <> p_id AND expires_at > p_now;
+        v_ceiling := v_free + v_overdraft;
+        IF v_held IS NOT NULL THEN
+          v_ceiling := least(v_ceiling, v_held + v_overdraft);
+        END IF;
+        RETURN greatest(v_ceiling, 0);
+      END
+      $$;
+    `,
+  },
 ]

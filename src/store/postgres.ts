@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
+import { capCharge } from '../billing/overage.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { FilePurpose, FileStore, StoredFile } from './files.ts'
@@ -200,9 +201,11 @@ interface AccountRow {
   discount_ppm: number
   model_discounts_ppm: Record<string, number>
   rate_limits: Account['rateLimits']
+  overdraft: string
 }
 
-const ACCOUNT_COLUMNS = 'a.id, a.name, a.created_at, a.discount_ppm, a.model_discounts_ppm, a.rate_limits'
+const ACCOUNT_COLUMNS =
+  'a.id, a.name, a.created_at, a.discount_ppm, a.model_discounts_ppm, a.rate_limits, a.overdraft'
 
 const toAccount = (r: AccountRow): Account => ({
   id: r.id,
@@ -211,6 +214,7 @@ const toAccount = (r: AccountRow): Account => ({
   discountPpm: r.discount_ppm,
   modelDiscountsPpm: r.model_discounts_ppm,
   rateLimits: r.rate_limits,
+  ...(toMoney(r.overdraft) !== 0n ? { overdraft: toMoney(r.overdraft) } : {}),
 })
 
 interface KeyRow {
@@ -240,8 +244,8 @@ function createAccounts(query: Query): AccountStore {
       // One statement: the account and its ledger exist together or not at all.
       const { rowCount } = await query(
         `WITH a AS (
-           INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits)
-           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING id)
+           INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits, overdraft)
+           VALUES ($1, $2, $3, $4, $5, $6, $8) ON CONFLICT (id) DO NOTHING RETURNING id)
          INSERT INTO ledger (account_id, credits, usage) SELECT id, $7, 0 FROM a`,
         [
           account.id,
@@ -251,6 +255,7 @@ function createAccounts(query: Query): AccountStore {
           JSON.stringify(account.modelDiscountsPpm),
           JSON.stringify(account.rateLimits),
           money(initialCredits),
+          money(account.overdraft ?? 0n),
         ],
       )
       return rowCount === 1
@@ -262,7 +267,8 @@ function createAccounts(query: Query): AccountStore {
            name = coalesce($2, a.name),
            discount_ppm = coalesce($3, a.discount_ppm),
            model_discounts_ppm = coalesce($4::jsonb, a.model_discounts_ppm),
-           rate_limits = coalesce($5::jsonb, a.rate_limits)
+           rate_limits = coalesce($5::jsonb, a.rate_limits),
+           overdraft = coalesce($6::numeric, a.overdraft)
          WHERE a.id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
         [
           id,
@@ -270,6 +276,7 @@ function createAccounts(query: Query): AccountStore {
           patch.discountPpm ?? null,
           json(patch.modelDiscountsPpm),
           json(patch.rateLimits),
+          patch.overdraft === undefined ? null : money(patch.overdraft),
         ],
       )
       return rows[0] ? toAccount(rows[0]) : null
@@ -366,25 +373,35 @@ function createLedger(query: Query): LedgerStore {
       )
       return (rowCount ?? 0) > 0
     },
-    async settle(ref, r) {
+    async settle(ref, r, limit) {
       if (r.accountId !== ref.accountId) {
         throw new Error(`generation ${r.generationId} settled against another account's reservation`)
       }
       // One statement, so one transaction: the record, the charge and the dropped hold commit together.
-      // A repeated generation id inserts nothing, and then nothing else happens either.
+      // A repeated generation id inserts nothing, and then nothing else happens either. The charge is
+      // capped as billing/overage.ts does it, by junction_charge_ceiling (migration 8): a cost within
+      // its open hold as it is, any other after locking the account's ledger row and reading the
+      // balance and the other holds.
       try {
-        const { rows } = await query<{ inserted: number }>(
-          `WITH ins AS (
+        const { rows } = await query<{ cost: string }>(
+          `WITH c AS (
+             SELECT least($17::numeric, junction_charge_ceiling($2, $18, $20::numeric, $21, $17::numeric)) AS cost),
+           ins AS (
              INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
                generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
-               upstream_cost, discount_ppm, discount, cost, attempts)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19)
-             ON CONFLICT (generation_id) DO NOTHING RETURNING account_id),
+               upstream_cost, discount_ppm, discount, cost, attempts, unbilled_usd, unbilled_tokens)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, c.cost, $19,
+               CASE WHEN c.cost < $17::numeric THEN $17::numeric - c.cost END,
+               CASE WHEN c.cost < $17::numeric
+                 THEN floor(($22::numeric * ($17::numeric - c.cost) * 2 + $17::numeric) / (2 * $17::numeric))
+               END
+             FROM c
+             ON CONFLICT (generation_id) DO NOTHING RETURNING account_id, cost),
            del AS (
              DELETE FROM reservations WHERE account_id = $2 AND id = $18 AND EXISTS (SELECT 1 FROM ins)),
            upd AS (
-             UPDATE ledger SET usage = usage + $17::numeric WHERE account_id = $2 AND EXISTS (SELECT 1 FROM ins))
-           SELECT count(*)::int AS inserted FROM ins`,
+             UPDATE ledger SET usage = usage + (SELECT cost FROM ins) WHERE account_id = $2 AND EXISTS (SELECT 1 FROM ins))
+           SELECT cost FROM ins`,
           [
             r.generationId,
             r.accountId,
@@ -405,9 +422,12 @@ function createLedger(query: Query): LedgerStore {
             money(r.cost),
             ref.id,
             r.attempts ? JSON.stringify(r.attempts) : null,
+            limit?.held === undefined ? null : money(limit.held),
+            limit?.now ?? r.createdAt + r.generationTimeMs,
+            r.usage.total_tokens,
           ],
         )
-        return rows[0]!.inserted === 1
+        return rows[0] ? capCharge(r, toMoney(rows[0].cost)) : null
       } catch (err) {
         if (isUnknownAccount(err)) throw new Error(`unknown account ${ref.accountId}`, { cause: err })
         throw err
@@ -438,6 +458,8 @@ interface GenerationRow {
   discount: string
   cost: string
   attempts: GenerationRecord['attempts'] | null
+  unbilled_usd: string | null
+  unbilled_tokens: string | null
 }
 
 const toRecord = (r: GenerationRow): GenerationRecord => ({
@@ -458,6 +480,9 @@ const toRecord = (r: GenerationRow): GenerationRecord => ({
   discountPpm: r.discount_ppm,
   discount: toMoney(r.discount),
   cost: toMoney(r.cost),
+  ...(r.unbilled_usd !== null
+    ? { unbilledOverage: { usd: toMoney(r.unbilled_usd), tokens: Number(r.unbilled_tokens) } }
+    : {}),
   ...(r.attempts ? { attempts: r.attempts } : {}),
 })
 

@@ -191,4 +191,10 @@ export const sqliteMigrations: readonly Migration[] = [
     // crash is not sent again.
     sql: `ALTER TABLE tasks ADD COLUMN submit_started_at INTEGER;`,
   },
+  {
+    version: 5,
+    // How far a charge may go past its hold, and the balance below zero (billing/overage.ts):
+    // picodollars, decimal; 0 for the accounts that exist already.
+    sql: `ALTER TABLE accounts ADD COLUMN overdraft TEXT NOT NULL DEFAULT '0';`,
+  },
 ]

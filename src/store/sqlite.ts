@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite'
 import { Worker } from 'node:worker_threads'
+import { capCharge, chargeCeiling } from '../billing/overage.ts'
 import { GatewayError } from '../errors.ts'
 import type { FileStore, StoredFile } from './files.ts'
 import type { CheckpointerData, CheckpointReport } from './sqlite-checkpointer.ts'
@@ -69,6 +70,7 @@ interface AccountRow {
   discount_ppm: number
   model_discounts_ppm: string
   rate_limits: string
+  overdraft: string
 }
 interface KeyRow {
   hash: string
@@ -102,6 +104,7 @@ const toAccount = (r: AccountRow): Account => ({
   discountPpm: r.discount_ppm,
   modelDiscountsPpm: JSON.parse(r.model_discounts_ppm) as Record<string, number>,
   rateLimits: JSON.parse(r.rate_limits) as Account['rateLimits'],
+  ...(r.overdraft !== '0' ? { overdraft: BigInt(r.overdraft) } : {}),
 })
 const toKey = (r: KeyRow): ApiKeyRecord => ({
   id: r.id,
@@ -126,10 +129,27 @@ const encodeRecord = (r: GenerationRecord): string =>
     upstreamCost: r.upstreamCost.toString(),
     discount: r.discount.toString(),
     cost: r.cost.toString(),
+    ...(r.unbilledOverage
+      ? { unbilledOverage: { usd: r.unbilledOverage.usd.toString(), tokens: r.unbilledOverage.tokens } }
+      : {}),
   })
 const decodeRecord = (text: string): GenerationRecord => {
-  const r = JSON.parse(text) as GenerationRecord & { upstreamCost: string; discount: string; cost: string }
-  return { ...r, upstreamCost: BigInt(r.upstreamCost), discount: BigInt(r.discount), cost: BigInt(r.cost) }
+  const r = JSON.parse(text) as Omit<GenerationRecord, 'unbilledOverage'> & {
+    upstreamCost: string
+    discount: string
+    cost: string
+    unbilledOverage?: { usd: string; tokens: number }
+  }
+  const { unbilledOverage, ...rest } = r
+  return {
+    ...rest,
+    upstreamCost: BigInt(r.upstreamCost),
+    discount: BigInt(r.discount),
+    cost: BigInt(r.cost),
+    ...(unbilledOverage
+      ? { unbilledOverage: { usd: BigInt(unbilledOverage.usd), tokens: unbilledOverage.tokens } }
+      : {}),
+  }
 }
 
 /** True for failures of the database itself, as opposed to a caller's mistake thrown on purpose. */
@@ -324,6 +344,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     modelDiscountsPpm: { ...a.modelDiscountsPpm },
     rateLimits: { ...a.rateLimits },
   })
+  const overdraftOf = (a: Pick<Account, 'overdraft'>): string => (a.overdraft ?? 0n).toString()
 
   const accounts: AccountStore = {
     async findByKeyHash(keyHash) {
@@ -356,8 +377,8 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       return tx(
         () =>
           run(
-            `INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits, credits, usage)
-             VALUES (?, ?, ?, ?, ?, ?, ?, '0') ON CONFLICT (id) DO NOTHING`,
+            `INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits, credits, usage, overdraft)
+             VALUES (?, ?, ?, ?, ?, ?, ?, '0', ?) ON CONFLICT (id) DO NOTHING`,
             account.id,
             account.name,
             account.createdAt,
@@ -365,6 +386,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
             JSON.stringify(account.modelDiscountsPpm),
             JSON.stringify(account.rateLimits),
             initialCredits.toString(),
+            overdraftOf(account),
           ) === 1,
       )
     },
@@ -375,11 +397,12 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
         if (!r) return null
         const next: Account = { ...toAccount(r), ...patch, id, createdAt: r.created_at }
         run(
-          'UPDATE accounts SET name = ?, discount_ppm = ?, model_discounts_ppm = ?, rate_limits = ? WHERE id = ?',
+          'UPDATE accounts SET name = ?, discount_ppm = ?, model_discounts_ppm = ?, rate_limits = ?, overdraft = ? WHERE id = ?',
           next.name,
           next.discountPpm,
           JSON.stringify(next.modelDiscountsPpm),
           JSON.stringify(next.rateLimits),
+          overdraftOf(next),
           id,
         )
         return toAccount({
@@ -388,6 +411,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
           discount_ppm: next.discountPpm,
           model_discounts_ppm: JSON.stringify(next.modelDiscountsPpm),
           rate_limits: JSON.stringify(next.rateLimits),
+          overdraft: overdraftOf(next),
         })
       })
     },
@@ -479,12 +503,39 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
           ) > 0,
       )
     },
-    async settle(ref, record) {
-      if (record.accountId !== ref.accountId) {
-        throw new Error(`generation ${record.generationId} settled against another account's reservation`)
+    async settle(ref, input, limit) {
+      if (input.accountId !== ref.accountId) {
+        throw new Error(`generation ${input.generationId} settled against another account's reservation`)
       }
       return tx(() => {
-        const b = mustExist(ref.accountId)
+        const b = get<{ credits: string; usage: string; overdraft: string }>(
+          'SELECT credits, usage, overdraft FROM accounts WHERE id = ?',
+          ref.accountId,
+        )
+        if (!b) throw new Error(`unknown account ${ref.accountId}`)
+        const now = limit?.now ?? input.createdAt + input.generationTimeMs
+        const hold = get<{ amount: string }>(
+          'SELECT amount FROM reservations WHERE account_id = ? AND id = ? AND expires_at > ?',
+          ref.accountId,
+          ref.id,
+          now,
+        )
+        const held = limit?.held ?? (hold ? BigInt(hold.amount) : undefined)
+        const record =
+          hold && held !== undefined && input.cost <= held
+            ? input
+            : capCharge(
+                input,
+                chargeCeiling({
+                  held,
+                  overdraft: BigInt(b.overdraft),
+                  // The other open holds: this one is still in the sum.
+                  free:
+                    BigInt(b.credits) -
+                    BigInt(b.usage) -
+                    (reservedOf(ref.accountId, now) - (hold ? BigInt(hold.amount) : 0n)),
+                }),
+              )
         // The UNIQUE generation id makes the charge happen once: a repeat inserts nothing.
         const inserted = run(
           `INSERT INTO generations (generation_id, account_id, created_at, cost, record) VALUES (?, ?, ?, ?, ?)
@@ -495,14 +546,14 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
           record.cost.toString(),
           encodeRecord(record),
         )
-        if (inserted === 0) return false
+        if (inserted === 0) return null
         run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id)
         run(
           'UPDATE accounts SET usage = ? WHERE id = ?',
           (BigInt(b.usage) + record.cost).toString(),
           ref.accountId,
         )
-        return true
+        return record
       })
     },
     async release(ref) {

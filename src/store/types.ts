@@ -32,6 +32,11 @@ export interface Account {
   /** Per-model discounts (slug → ppm), taking precedence over `discountPpm`. */
   modelDiscountsPpm: Record<string, number>
   rateLimits: RateLimits
+  /**
+   * How far a request may be charged past its hold, and the account's balance go below zero, when the
+   * upstream reports more than admission allowed for (picodollars); absent: 0.
+   */
+  overdraft?: Money
 }
 
 export interface ApiKeyRecord {
@@ -106,14 +111,28 @@ export interface LedgerStore {
   /** Extends an open reservation to `now + ttlMs`; false when it is gone (settled, released or expired). */
   renew(reservation: ReservationRef, now: number, ttlMs: number): Promise<boolean>
   /**
-   * Atomically: drops the reservation (if still there), adds `record.cost` to the account's usage and
-   * stores the generation record. Exactly once per generationId: a second settle with the same
-   * generationId changes nothing and returns false. Works with an expired or unknown reservation too
-   * (the cost is still charged: a request that outlived its hold is billed, never lost).
+   * Atomically: drops the reservation (if still there), charges the account `record.cost` capped by
+   * `capCharge(record, chargeCeiling(…))` (billing/overage.ts: at most the hold plus the account's
+   * overdraft, and the balance less the other open holds not below −overdraft) and stores the record
+   * as charged, which it returns. The hold is `limit.held`, else the reservation's stored amount, else
+   * unknown. Exactly once per generationId: a second settle with the same generationId changes nothing
+   * and returns null. Works with an expired or unknown reservation too (the cost is still charged: a
+   * request that outlived its hold is billed, never lost).
    */
-  settle(reservation: ReservationRef, record: GenerationRecord): Promise<boolean>
+  settle(
+    reservation: ReservationRef,
+    record: GenerationRecord,
+    limit?: SettleLimit,
+  ): Promise<GenerationRecord | null>
   /** Drops the reservation; nothing when it is already gone. */
   release(reservation: ReservationRef): Promise<void>
+}
+
+export interface SettleLimit {
+  /** What admission held for the request, when the caller knows it. */
+  held?: Money
+  /** Unix ms: which of the account's other holds are still open. */
+  now?: number
 }
 
 export type CostSource = 'upstream' | 'estimate'
@@ -165,6 +184,11 @@ export interface GenerationRecord {
   discountPpm: number
   discount: Money
   cost: Money
+  /**
+   * What the upstream's usage priced beyond the charge's bound (cost after discount, not charged), and
+   * the tokens it stands for; absent when nothing was left unbilled.
+   */
+  unbilledOverage?: { usd: Money; tokens: number }
   /** Every upstream call, in order; absent on records written before attempts were kept. */
   attempts?: AttemptRecord[]
 }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { Logger } from 'pino'
 import type { MeteringStats } from '../billing/metering.ts'
+import type { Metrics } from '../metrics.ts'
 import type { Config } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import { createLocalFileStorage } from '../files/local-storage.ts'
@@ -43,6 +44,8 @@ export interface PredictionServicesDeps {
   now: () => number
   ids: Ids
   stats: MeteringStats
+  /** Unbilled overage of tasks is counted here. */
+  metrics?: Metrics
   /** Tests: where outputs go, and which adapters serve (by provider kind). */
   outputStorage?: FileStorage
   mediaAdapterFor?: (kind: string) => MediaAdapter | undefined
@@ -113,7 +116,7 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
   }
 
   const webhookSecrets = createWebhookSecrets(store.secrets)
-  const metering = { store, config, log, stats: d.stats, models: d.models, now }
+  const metering = { store, config, log, stats: d.stats, metrics: d.metrics, models: d.models, now }
   const keeper = createOutputKeeper({
     storage: outputStorage,
     outputs: store.outputs,

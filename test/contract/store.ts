@@ -249,7 +249,10 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       })
 
       it('refuses when usage took the balance below zero', async () => {
-        const { store, id } = await withAccount(usd(1))
+        // Only an overdraft lets a charge take the balance below zero.
+        const store = await open()
+        const id = uid('acct')
+        await store.accounts.create(accountFixture(id, { overdraft: usd(1) }), usd(1))
         await store.ledger.settle(
           { id: 'g1', accountId: id },
           generationFixture(uid('g'), id, { cost: usd(2) }),
@@ -326,7 +329,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const { store, id } = await withAccount(usd(1))
         const r = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 1000))!
         const record = generationFixture(uid('gen'), id, { cost: usd('0.1') })
-        expect(await store.ledger.settle(r, record)).toBe(true)
+        expect(await store.ledger.settle(r, record)).toEqual(record)
         expect(await store.ledger.credits(id, 0)).toEqual({
           totalCredits: usd(1),
           totalUsage: usd('0.1'),
@@ -336,7 +339,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
 
         // A repeat changes nothing: no second charge, the first record stays, another hold stays.
         const other = (await store.ledger.reserve(id, 'g2', usd('0.2'), 0, 1000))!
-        expect(await store.ledger.settle(other, { ...record, cost: usd('0.3') })).toBe(false)
+        expect(await store.ledger.settle(other, { ...record, cost: usd('0.3') })).toBeNull()
         expect(await store.ledger.credits(id, 0)).toEqual({
           totalCredits: usd(1),
           totalUsage: usd('0.1'),
@@ -370,7 +373,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           },
         ]
         const record = generationFixture(uid('gen'), id, { attempts })
-        expect(await store.ledger.settle(r, record)).toBe(true)
+        expect(await store.ledger.settle(r, record)).toEqual(record)
         expect((await store.generations.get(record.generationId))?.attempts).toEqual(attempts)
       })
 
@@ -378,19 +381,77 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const { store, id } = await withAccount(usd(1))
         const r = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 1000))!
         expect((await store.ledger.credits(id, 5000)).reserved).toBe(0n)
-        expect(await store.ledger.settle(r, generationFixture(uid('gen'), id, { cost: usd('0.7') }))).toBe(
-          true,
-        )
+        expect(
+          await store.ledger.settle(r, generationFixture(uid('gen'), id, { cost: usd('0.7') })),
+        ).not.toBeNull()
         const unknown = { id: 'never-reserved', accountId: id }
         expect(
           await store.ledger.settle(unknown, generationFixture(uid('gen'), id, { cost: usd('0.2') })),
-        ).toBe(true)
+        ).not.toBeNull()
         expect(await store.ledger.credits(id, 5000)).toEqual({
           totalCredits: usd(1),
           totalUsage: usd('0.9'),
           reserved: 0n,
         })
         expect((await store.generations.listByAccount(id, { limit: 10 })).data).toHaveLength(2)
+      })
+
+      it('charges at most the hold; the rest is recorded as unbilled overage, tokens pro rata', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r = (await store.ledger.reserve(id, 'g1', usd('0.1'), 0, MINUTE))!
+        // 20 015 tokens priced at $2 where $0.1 was held: $1.9 of it, 95 % of the tokens, unbilled.
+        const usage = { ...generationFixture('x', id).usage, total_tokens: 20_015 }
+        const input = generationFixture(uid('gen'), id, { cost: usd(2), usage })
+        const charged = await store.ledger.settle(r, input, { held: usd('0.1'), now: 10 })
+        expect(charged).toEqual({
+          ...input,
+          cost: usd('0.1'),
+          unbilledOverage: { usd: usd('1.9'), tokens: 19_014 },
+        })
+        expect(await store.generations.get(input.generationId)).toEqual(charged)
+        expect(await store.ledger.credits(id, 10)).toEqual({
+          totalCredits: usd(1),
+          totalUsage: usd('0.1'),
+          reserved: 0n,
+        })
+        // Without `held`, the hold's own amount caps it; a record within the bound is kept as it is.
+        const r2 = (await store.ledger.reserve(id, 'g2', usd('0.2'), 0, MINUTE))!
+        const over = generationFixture(uid('gen'), id, { cost: usd('0.5') })
+        expect((await store.ledger.settle(r2, over, { now: 10 }))?.cost).toBe(usd('0.2'))
+        const r3 = (await store.ledger.reserve(id, 'g3', usd('0.2'), 0, MINUTE))!
+        const within = generationFixture(uid('gen'), id, { cost: usd('0.15') })
+        expect(await store.ledger.settle(r3, within, { now: 10 })).toEqual(within)
+        expect((await store.ledger.credits(id, 10)).totalUsage).toBe(usd('0.45'))
+      })
+
+      it('an overdraft lets a charge pass its hold by that much, and the balance never below it', async () => {
+        const store = await open()
+        const id = uid('acct')
+        await store.accounts.create(accountFixture(id, { overdraft: usd('0.3') }), usd(1))
+        expect((await store.accounts.get(id))?.overdraft).toBe(usd('0.3'))
+        const a = (await store.ledger.reserve(id, 'a', usd('0.5'), 0, MINUTE))!
+        const b = (await store.ledger.reserve(id, 'b', usd('0.5'), 0, MINUTE))!
+        expect(await store.ledger.reserve(id, 'c', usd('0.5'), 0, MINUTE)).toBeNull()
+        const big = () => generationFixture(uid('gen'), id, { cost: usd(5) })
+        // a: its hold plus the overdraft.
+        expect((await store.ledger.settle(a, big(), { held: a.amount, now: 10 }))?.cost).toBe(usd('0.8'))
+        // b: only what keeps the balance at −overdraft, less than its hold plus the overdraft.
+        const second = await store.ledger.settle(b, big(), { held: b.amount, now: 10 })
+        expect(second?.cost).toBe(usd('0.5'))
+        expect(second?.unbilledOverage?.usd).toBe(usd('4.5'))
+        const c = await store.ledger.credits(id, 10)
+        expect(c.totalCredits - c.totalUsage).toBe(-usd('0.3'))
+        // Nothing more can be admitted or charged below it.
+        expect(await store.ledger.reserve(id, 'd', usd('0.5'), 10, MINUTE)).toBeNull()
+        const late = await store.ledger.settle({ id: 'gone', accountId: id }, big(), { now: 10 })
+        expect(late?.cost).toBe(0n)
+        const end = await store.ledger.credits(id, 10)
+        expect(end.totalCredits - end.totalUsage).toBe(-usd('0.3'))
+        // The overdraft is changed like any other field, and 0 reads back as none.
+        expect((await store.accounts.update(id, { overdraft: usd('0.05') }))?.overdraft).toBe(usd('0.05'))
+        expect((await store.accounts.get(id))?.overdraft).toBe(usd('0.05'))
+        expect(await store.accounts.update(id, { overdraft: 0n })).not.toHaveProperty('overdraft')
+        expect(await store.accounts.get(id)).not.toHaveProperty('overdraft')
       })
 
       it('release frees the hold; releasing again or an unknown one is harmless', async () => {

@@ -6,11 +6,11 @@ import {
   type FakeUpstream,
   type RecordedRequest,
 } from '../support/fake-upstream.ts'
+import { cutOffAt } from '../../src/inference/chat.ts'
 import { readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
 
-// The reservation is a real bound: the output limit it assumed is sent upstream, so concurrent
-// requests cannot overdraw an account by more than one request, and an upstream that ignores the
-// limit is cut off (stream) or flagged (blocking).
+// The reservation is a real bound: the output limit it assumed is sent upstream, and an upstream that
+// ignores the limit is cut off (stream) or flagged (blocking); either is charged at most the hold.
 
 const key = { authorization: 'Bearer sk-acme-0001' }
 let closers: (() => Promise<void>)[] = []
@@ -98,7 +98,7 @@ describe('the output limit the reservation assumed', () => {
     expect(fake.requests.length).toBe(admitted)
   })
 
-  it('a stream past the limit is cut off at it and billed for what was sent', async () => {
+  it('a stream past the limit is cut off by its tokens, and charged at most the hold', async () => {
     const fake = await startFakeUpstream({
       // Ignores max_tokens: 5 000 one-word chunks, no usage.
       'POST /v1/chat/completions': async (_req, res) => {
@@ -125,16 +125,19 @@ describe('the output limit the reservation assumed', () => {
     expect(last).toContain('"code":"upstream_error"')
     expect(last).toContain('output limit of 1000 tokens')
     expect(text).not.toContain('[DONE]')
-    // 1 000 chunks went out, the 1 001st was refused.
-    expect(events.length - 1).toBe(1000)
+    // One token a chunk: the chunks up to the cut-off went out, the next one was counted, not sent.
+    expect(events.length - 1).toBe(cutOffAt(1000))
     expect(gw.deps.stats.outputOverruns).toBe(1)
     const id = res.headers.get('x-generation-id') ?? ''
     const rec = await readGeneration(gw, id, key)
     expect(rec.cost_source).toBe('estimate')
-    expect(rec.usage.completion_tokens).toBe(1000)
+    expect(rec.usage.completion_tokens).toBe(cutOffAt(1000) + 1)
+    // Charged the hold: 10 prompt tokens at $1/M and 1 000 output tokens at $2/M.
+    expect(rec.usage.cost).toBe(0.00201)
+    expect(rec.unbilled_overage.usd).toBeGreaterThan(0)
   })
 
-  it('a blocking answer past the limit is billed as reported and flagged', async () => {
+  it('a blocking answer past the limit is charged the hold, the rest recorded, and flagged', async () => {
     const fake = await startFakeUpstream({
       'POST /v1/chat/completions': (_req, res) => sendJson(res, 200, completion(5_000)),
     })
@@ -144,6 +147,9 @@ describe('the output limit the reservation assumed', () => {
     expect(res.status).toBe(200)
     expect(gw.deps.stats.outputOverruns).toBe(1)
     const rec = await readGeneration(gw, res.headers.get('x-generation-id') ?? '', key)
-    expect(rec.usage.cost).toBe(toUsd(usd(0.00001) + usd(0.01)))
+    expect(rec.usage.upstream_cost).toBe(toUsd(usd(0.00001) + usd(0.01)))
+    expect(rec.usage.cost).toBe(0.00201)
+    // $0.008 of the $0.01001 priced, and the 4 004 of the 5 010 tokens it stands for.
+    expect(rec.unbilled_overage).toEqual({ usd: 0.008, tokens: 4004 })
   })
 })

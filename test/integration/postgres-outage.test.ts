@@ -147,7 +147,7 @@ describe('postgres outage', () => {
     expect(credits).toEqual({ totalCredits: usd(1), totalUsage: 0n, reserved: usd('0.5') })
     expect(records).toEqual([])
     // And the same store object works again.
-    expect(await store.ledger.settle(held, record)).toBe(true)
+    expect(await store.ledger.settle(held, record)).toEqual(record)
     expect(await store.ledger.credits(id, 0)).toEqual({
       totalCredits: usd(1),
       totalUsage: usd('0.1'),
@@ -203,7 +203,7 @@ describe('postgres outage', () => {
     const before = await expectConsistent(store, id)
     expect(before.records).toEqual([record])
     // The caller retries: the generation id makes it a no-op, never a second charge.
-    expect(await store.ledger.settle(held, record)).toBe(false)
+    expect(await store.ledger.settle(held, record)).toBeNull()
     const { credits, records } = await expectConsistent(store, id)
     expect(records).toEqual([record])
     expect(credits).toEqual({ totalCredits: usd(1), totalUsage: usd('0.3'), reserved: 0n })

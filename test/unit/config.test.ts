@@ -110,6 +110,22 @@ describe('loadConfig', () => {
     expect(c.accounts[1]?.given).toEqual(['name', 'discountPpm', 'modelDiscountsPpm', 'rateLimits'])
   })
 
+  it('takes an account’s overdraftUsd exactly, leaves it unset when absent, and refuses a bad one', () => {
+    const c = withFile({
+      accounts: [
+        { id: 'a', keys: ['sk-acme-0001'], overdraftUsd: 0.000001 },
+        { id: 'b', keys: ['sk-acme-0002'] },
+      ],
+    })
+    expect(c.accounts[0]?.overdraft).toBe(1_000_000n)
+    expect(c.accounts[1]).not.toHaveProperty('overdraft')
+    for (const overdraftUsd of [-1, 0.1234567890123, '1']) {
+      expect(() => withFile({ accounts: [{ id: 'a', keys: ['sk-acme-0001'], overdraftUsd }] })).toThrow(
+        /accounts\[0\]\.overdraftUsd/,
+      )
+    }
+  })
+
   it('declares providers and models, key taken from the named environment variable', () => {
     const c = withFile(
       {

@@ -170,7 +170,9 @@ describe('settle', () => {
     })
     const record = generationFixture('g1', acct.id, { cost: 1n })
     // The fixture's usage totals 15 tokens: the window goes from 100 to 15.
-    expect(await settle(deps, { reservation: a.reservation, record, tokenEstimate: 100, now })).toBe(true)
+    expect(await settle(deps, { reservation: a.reservation, record, tokenEstimate: 100, now })).toEqual(
+      record,
+    )
     const next = await admit(deps, {
       account: acct,
       slug: 'team/m',

@@ -15,6 +15,7 @@ import { beginGeneration, type GenerationDeps } from '../../../src/inference/gen
 import { createRenewals } from '../../../src/inference/renewals.ts'
 import type { Deployment, ServedModel } from '../../../src/routing/model-table.ts'
 import { createMemoryStore } from '../../../src/store/memory.ts'
+import type { GenerationRecord } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 
 const deployment = (provider: string, prompt: number, completion: number): Deployment => ({
@@ -146,7 +147,7 @@ describe('settle', () => {
       tokenEstimate: 0,
       now: 1_000,
     })
-    expect(ok).toBe(true)
+    expect(ok).not.toBeNull()
     expect(deps.stats).toMatchObject({ settleRetries: 2, settleFailures: 0 })
     expect((await store.ledger.credits(account.id, 1_000)).totalUsage).toBe(usd(0.5))
   })
@@ -166,7 +167,7 @@ describe('settle', () => {
       now: 1_000,
     })
     await vi.runAllTimersAsync()
-    expect(await pending).toBe(false)
+    expect(await pending).toBeNull()
     expect(deps.stats.settleFailures).toBe(1)
     expect(lines.join('')).toMatch(/UNSETTLED GENERATION/)
     expect(lines.join('')).toContain('"cost":"500000000000"')
@@ -189,7 +190,7 @@ describe('settle, retries and corrections', () => {
       throw new Error('database is down')
     }
     vi.useFakeTimers()
-    let result: boolean | undefined
+    let result: GenerationRecord | null | undefined
     void settle(deps, {
       reservation: { id: 'g1', accountId: account.id },
       record: generationFixture('g1', account.id),
@@ -202,7 +203,7 @@ describe('settle, retries and corrections', () => {
       seen.push(calls)
     }
     expect(seen).toEqual([1, 1, 2, 2, 3, 3, 4])
-    expect(result).toBe(false)
+    expect(result).toBeNull()
     await vi.advanceTimersByTimeAsync(60_000)
     expect(calls).toBe(4)
     const retries = lines.filter((l) => l['msg'] === 'settlement failed; retrying')

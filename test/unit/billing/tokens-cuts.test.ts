@@ -1,6 +1,6 @@
 import { countTokens as referenceCount } from 'gpt-tokenizer/encoding/o200k_base'
 import { describe, expect, it } from 'vitest'
-import { countingPieces, createTokenTally } from '../../../src/billing/tokens.ts'
+import { countingPieces } from '../../../src/billing/tokens.ts'
 
 // Where countingPieces cuts, and that its safe cuts keep the tokenizer's count exact (the bounds and
 // the tally's batching: tokens-bounds, tokens-pieces, tokens-tally).
@@ -67,26 +67,5 @@ describe('countingPieces: where it cuts', () => {
     const cut = pieces(emoji, 5)
     expect(cut.join('')).toBe(emoji)
     for (const p of cut) expect(p.charCodeAt(0)).not.toSatisfy((c: number) => c >= 0xdc00 && c <= 0xdfff)
-  })
-})
-
-describe('createTokenTally: edges', () => {
-  it('ignores empty pieces and counts nothing for nothing', async () => {
-    const calls: string[] = []
-    const tally = createTokenTally(async (text) => {
-      calls.push(text)
-      return text.length
-    })
-    tally.add('')
-    expect(tally.pendingLength()).toBe(0)
-    expect(await tally.total()).toBe(0)
-    expect(calls).toEqual([])
-    tally.add('ab')
-    tally.add('')
-    tally.add('c')
-    expect(tally.pendingLength()).toBe(3)
-    expect(tally.heldLength()).toBe(3)
-    expect(await tally.total()).toBe(3)
-    expect(calls).toEqual(['abc'])
   })
 })

@@ -6,11 +6,9 @@ import {
   PIECE_CAP,
   PIECE_TEXT,
   TALLY_BATCH,
-  TALLY_QUEUE,
   countingPieces,
   countTokens,
-  createTokenTally,
-  type TokenCounter,
+  createTokenMeter,
 } from '../../../src/billing/tokens.ts'
 
 /** gpt-tokenizer on the whole text at once, special-token look-alikes as plain text. */
@@ -156,68 +154,21 @@ describe('countingPieces', () => {
   })
 })
 
-describe('createTokenTally', () => {
-  it('totals a stream as counting all of its text would, holding less than one batch pending', async () => {
+describe('createTokenMeter, with the real tokenizer', () => {
+  it('totals a stream as counting all of its text would, counting it in batches as it goes', async () => {
     const text = ordinaryText(300_000)
-    const tally = createTokenTally()
+    const handed: number[] = []
+    const meter = createTokenMeter(Number.MAX_SAFE_INTEGER, async (t) => {
+      handed.push(t.length)
+      return countTokens(t)
+    })
     for (let at = 0, i = 0; at < text.length; i++) {
-      const delta = text.slice(at, (at += 1 + (i % 23)))
-      tally.add(delta)
-      expect(tally.pendingLength()).toBeLessThan(TALLY_BATCH)
+      meter.add(text.slice(at, (at += 1 + (i % 23))))
+      if (meter.needsCount()) expect(await meter.exceeded()).toBe(false)
     }
+    const total = await meter.total()
+    expect(Math.max(...handed)).toBeLessThan(TALLY_BATCH + 23)
     // Each batch boundary may split a word: at most one token each.
-    const batches = Math.ceil(text.length / TALLY_BATCH)
-    expect(Math.abs((await tally.total()) - reference(text))).toBeLessThanOrEqual(batches)
-  })
-
-  it('hands full batches to the counter while the stream goes on', async () => {
-    const calls: number[] = []
-    const tally = createTokenTally(async (text) => {
-      calls.push(text.length)
-      return 1
-    })
-    const delta = 'x'.repeat(1000)
-    for (let i = 0; i < 3 * 66; i++) tally.add(delta)
-    await new Promise((resolve) => setImmediate(resolve))
-    expect(calls).toEqual([66_000, 66_000, 66_000])
-    expect(tally.heldLength()).toBe(0)
-    tally.add('tail')
-    expect(await tally.total()).toBe(4)
-    expect(calls.at(-1)).toBe(4)
-  })
-
-  it('holds a bounded amount of a 2.4 GB stream when the counter falls behind', async () => {
-    let open = (): void => {}
-    const gate = new Promise<void>((resolve) => (open = resolve))
-    // One token per character, once the gate opens.
-    const slow: TokenCounter = async (text) => {
-      await gate
-      return text.length
-    }
-    const tally = createTokenTally(slow)
-    const delta = 'y'.repeat(4096)
-    const adds = 600_000
-    let held = 0
-    for (let i = 0; i < adds; i++) {
-      tally.add(delta)
-      held = Math.max(held, tally.heldLength())
-    }
-    expect(adds * delta.length).toBeGreaterThan(2.4e9)
-    expect(held).toBeLessThanOrEqual((TALLY_QUEUE + 1) * (TALLY_BATCH + delta.length))
-    open()
-    // What was not kept counts at the rate of what was: here exactly one token per character.
-    expect(await tally.total()).toBe(adds * delta.length)
-  })
-
-  it('never throws from add when the counter fails; total rejects with the failure itself', async () => {
-    const failure = new Error('tokenizer failed to load')
-    const tally = createTokenTally(async () => {
-      throw failure
-    })
-    expect(() => {
-      for (let i = 0; i < 1000; i++) tally.add('z'.repeat(1000))
-    }).not.toThrow()
-    // toBe, not toThrow: vitest's toThrow(message) also passes on a rejection with `undefined`.
-    await expect(tally.total()).rejects.toBe(failure)
+    expect(Math.abs(total - reference(text))).toBeLessThanOrEqual(handed.length)
   })
 })
