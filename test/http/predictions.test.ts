@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
+import { beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { hashKey } from '../../src/config.ts'
 import { GatewayError, UpstreamError } from '../../src/errors.ts'
 import type { JsonValue, MediaAdapter, MediaJob, MediaStep } from '../../src/providers/async-media/types.ts'
@@ -60,18 +60,11 @@ const done = (n = 1): MediaStep => ({
   },
 })
 
-let dirs: string[] = []
-afterEach(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true })
-  dirs = []
-})
-
 /** The backend of the describe block running (each scenario runs on memory and on SQLite). */
 let backend: 'memory' | 'sqlite' = 'memory'
 
 async function setup(file: unknown = undefined, env: Record<string, string> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'junction-pred-'))
-  dirs.push(dir)
   if (backend === 'sqlite') env = { GATEWAY_DATABASE_URL: `sqlite:${join(dir, 'junction.db')}`, ...env }
   const clock = { t: 1_800_000_000_000 }
   const { adapter, script } = scripted()
@@ -80,7 +73,12 @@ async function setup(file: unknown = undefined, env: Record<string, string> = {}
     file,
     overrides: { now: () => clock.t, background: false, mediaAdapterFor: () => adapter },
   })
-  onTestFinished(() => gw.close())
+  // Removed once the gateway is closed: afterEach hooks run before onTestFinished ones, and a
+  // directory removed under an open SQLite database can be written to again (ENOTEMPTY).
+  onTestFinished(async () => {
+    await gw.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
   const post = (payload: unknown, headers: Record<string, string> = {}) =>
     gw.app.inject({
       method: 'POST',
