@@ -61,17 +61,49 @@ describe('SQLite store', () => {
     expect(accountsInFile(without)).toEqual([])
   })
 
-  it('a checkpoint thread that fails is reported, and the store goes on working', async () => {
-    const failure = new Promise<unknown>((resolve) => {
-      const store = open(freshPath(), {
+  it('a checkpoint thread that keeps failing is reported and restarted with a doubling backoff', async () => {
+    const delays: number[] = []
+    let restarts = 0
+    const store = await new Promise<Store>((resolve) => {
+      const s = open(freshPath(), {
         checkpointerScript: new URL('../../support/failing-checkpointer.ts', import.meta.url),
-        onCheckpointerError: resolve,
-      })
-      void store.accounts.create(accountFixture('acct'), usd(3)).then(async () => {
-        expect((await store.accounts.get('acct'))?.id).toBe('acct')
+        checkpointerRestartMs: 5,
+        onCheckpointerError: (err, restartInMs) => {
+          expect(err).toMatchObject({ message: 'the checkpointer broke' })
+          delays.push(restartInMs)
+          if (delays.length === 4) resolve(s)
+        },
+        onCheckpointerRestart: () => restarts++,
       })
     })
-    expect(await failure).toMatchObject({ message: 'the checkpointer broke' })
+    expect(delays).toEqual([5, 10, 20, 40])
+    expect(restarts).toBe(3)
+    // Meanwhile the store works (checkpoints happen inside its commits).
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    expect((await store.accounts.get('acct'))?.id).toBe('acct')
+  })
+
+  it('a checkpoint thread that died is started again and checkpoints', async () => {
+    const failed: unknown[] = []
+    let restarted = false
+    let created = false
+    let reportDone: (r: CheckpointReport) => void = () => undefined
+    const done = new Promise<CheckpointReport>((resolve) => (reportDone = resolve))
+    const store = open(freshPath(), {
+      checkpointerScript: new URL('../../support/flaky-checkpointer.ts', import.meta.url),
+      checkpointIntervalMs: 5,
+      checkpointerRestartMs: 5,
+      onCheckpointerError: (err) => failed.push(err),
+      onCheckpointerRestart: () => (restarted = true),
+      onCheckpoint: (r) => {
+        if (created && r.busy === 0 && r.log > 0 && r.checkpointed === r.log) reportDone(r)
+      },
+    })
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    created = true
+    await done
+    expect(failed).toHaveLength(1)
+    expect(restarted).toBe(true)
   })
 
   it('API-key lookups: a change through this store shows at once, through another connection once data_version is read', async () => {

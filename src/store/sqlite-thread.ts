@@ -1,0 +1,229 @@
+import { Worker } from 'node:worker_threads'
+import { GatewayError } from '../errors.ts'
+import type { SqliteWorkerData, WorkerReply, WorkerRequest, WireError } from './sqlite-worker.ts'
+import {
+  FALLBACK_CHECKPOINT_PAGES,
+  KEY_CACHE,
+  openSqliteDatabase,
+  startCheckpointer,
+  type SqliteStoreOptions,
+} from './sqlite.ts'
+import type { Account, Store } from './types.ts'
+
+// The SQLite store as the event loop sees it. Every statement runs in one database thread
+// (sqlite-worker.ts, with sqlite.ts's store on its own connection), so a disk that stalls blocks that
+// thread, never the event loop: `/healthz` and everything not waiting on the database go on.
+//
+// The calls of one turn of the event loop travel as one message, and come back as one: the thread runs
+// their writes as one group commit, as before (sqlite.ts), so a request costs no message of its own.
+// Each message carries a deadline (`timeoutMs` after it was sent): a caller still waiting then gets 503
+// `store_unavailable`, and the thread neither begins nor commits that message's calls after it.
+//
+// API-key lookups, which every request makes, are answered here from a cache of the accounts the
+// thread returned, like sqlite.ts's own: cleared when the thread's cache was (a change to accounts or
+// keys through this store, or another connection's commit), and re-validated by the thread at most
+// every `keyCacheCheckMs`.
+
+interface PendingCall {
+  ns: string
+  method: string
+  args: unknown[]
+  resolve: (value: unknown) => void
+  reject: (err: unknown) => void
+}
+
+const fromWire = (e: WireError): Error =>
+  e.code !== undefined
+    ? new GatewayError(e.code, e.message)
+    : Object.assign(new Error(e.message), e.name === 'Error' ? {} : { name: e.name })
+
+const copyAccount = (a: Account): Account => ({
+  ...a,
+  modelDiscountsPpm: { ...a.modelDiscountsPpm },
+  rateLimits: { ...a.rateLimits },
+})
+
+export function createSqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000
+  const timeoutMs = options.timeoutMs ?? 5000
+  // Created and migrated here, once, at start: a database newer than this gateway fails the start.
+  openSqliteDatabase(path, busyTimeoutMs).close()
+  const checkpointing = path !== ':memory:' && (options.checkpointIntervalMs ?? 250) > 0
+  const data: SqliteWorkerData = {
+    path,
+    retentionDays: options.retentionDays,
+    busyTimeoutMs,
+    autoCheckpointPages: checkpointing ? FALLBACK_CHECKPOINT_PAGES : undefined,
+    stallGate: options.stallGate,
+  }
+  const worker = new Worker(new URL('./sqlite-worker.ts', import.meta.url), { workerData: data })
+  // In-flight calls keep the process alive by their timers, not by the thread.
+  worker.unref()
+
+  let closed = false
+  let dead: Error | undefined
+  let queue: PendingCall[] = []
+  let scheduled = false
+  let nextId = 0
+  const inFlight = new Map<number, { calls: PendingCall[]; timer: NodeJS.Timeout }>()
+  const unavailable = (message: string): GatewayError => new GatewayError('store_unavailable', message)
+
+  // The thread's key-cache generation, and the accounts of keys it returned since.
+  let knownEpoch = 0
+  const keyCache = new Map<string, Account>()
+  const keyCacheCheckMs = options.keyCacheCheckMs ?? 1_000
+  let checkedAt = Number.NEGATIVE_INFINITY
+
+  const send = (): void => {
+    scheduled = false
+    const calls = queue
+    queue = []
+    if (calls.length === 0) return
+    if (dead) {
+      for (const c of calls) c.reject(unavailable('the state store is unavailable'))
+      return
+    }
+    const id = ++nextId
+    const timer = setTimeout(() => {
+      inFlight.delete(id)
+      const err = unavailable(`the state store did not answer within ${timeoutMs} ms`)
+      for (const c of calls) c.reject(err)
+    }, timeoutMs)
+    inFlight.set(id, { calls, timer })
+    const message: WorkerRequest = {
+      type: 'batch',
+      id,
+      deadline: Date.now() + timeoutMs,
+      calls: calls.map((c) => [c.ns, c.method, c.args]),
+    }
+    worker.postMessage(message)
+  }
+
+  worker.on('message', (reply: WorkerReply) => {
+    if (reply.type !== 'batch') return
+    if (reply.epoch !== knownEpoch) {
+      keyCache.clear()
+      knownEpoch = reply.epoch
+    }
+    const batch = inFlight.get(reply.id)
+    // Past its deadline: its callers were answered already (and the thread ran none of it).
+    if (!batch) return
+    inFlight.delete(reply.id)
+    clearTimeout(batch.timer)
+    reply.results.forEach((r, i) => {
+      const c = batch.calls[i]!
+      if (r.ok) c.resolve(r.value)
+      else c.reject(fromWire(r.error))
+    })
+  })
+  const die = (err: Error): void => {
+    dead ??= err
+    for (const [id, batch] of inFlight) {
+      inFlight.delete(id)
+      clearTimeout(batch.timer)
+      for (const c of batch.calls)
+        c.reject(new GatewayError('store_unavailable', err.message, { cause: err }))
+    }
+  }
+  worker.on('error', die)
+  worker.on('exit', (code) => die(new Error(`the database thread exited (code ${code})`)))
+
+  /** Calls `ns.method(...args)` (a top-level method when `ns` is '') in the database thread. */
+  const call = (ns: string, method: string, args: unknown[]): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      if (closed || dead) {
+        reject(unavailable('the state store is closed'))
+        return
+      }
+      queue.push({ ns, method, args, resolve, reject })
+      if (!scheduled) {
+        scheduled = true
+        setImmediate(send)
+      }
+    })
+
+  const checkpointer = checkpointing
+    ? startCheckpointer(path, options, (pages) => {
+        if (!closed && !dead) worker.postMessage({ type: 'autocheckpoint', pages } satisfies WorkerRequest)
+      })
+    : undefined
+
+  /** A namespace of the store: `overrides` by name, every other method forwarded to the thread. */
+  const forward = <T extends object>(ns: string, overrides: Partial<T> = {}): T =>
+    new Proxy(overrides, {
+      get(target, name) {
+        if (typeof name !== 'string' || name === 'then') return undefined
+        if (name in target) return (target as Record<string, unknown>)[name]
+        return (...args: unknown[]) => call(ns, name, args)
+      },
+    }) as T
+
+  const accounts = forward<Store['accounts']>('accounts', {
+    async findByKeyHash(keyHash) {
+      const sentAt = performance.now()
+      const cached = sentAt - checkedAt < keyCacheCheckMs ? keyCache.get(keyHash) : undefined
+      if (cached) return copyAccount(cached)
+      const r = (await call('accounts', 'findByKeyHash', [keyHash])) as {
+        account: Account | null
+        epoch: number
+      }
+      // Read before a change the same reply reports: not worth keeping.
+      if (r.epoch !== knownEpoch) return r.account
+      checkedAt = Math.max(checkedAt, sentAt)
+      if (r.account) {
+        if (keyCache.size >= KEY_CACHE) keyCache.clear()
+        keyCache.set(keyHash, copyAccount(r.account))
+      }
+      return r.account
+    },
+  })
+
+  return {
+    accounts,
+    files: forward('files'),
+    ledger: forward('ledger'),
+    generations: forward('generations'),
+    rateLimits: forward('rateLimits'),
+    appliedConfig: forward('appliedConfig'),
+    tasks: forward('tasks'),
+    outputs: forward('outputs'),
+    webhooks: forward('webhooks'),
+    secrets: forward<Store['secrets']>('secrets', {
+      // A function does not cross threads: the value is made here, and the thread keeps the first.
+      async getOrCreate(name, create) {
+        const found = (await call('secrets', 'get', [name])) as string | null
+        if (found !== null) return found
+        return (await call('secrets', 'getOrCreate', [name, create()])) as string
+      },
+    }),
+    async ping() {
+      await call('', 'ping', [])
+    },
+    async sweep(now) {
+      await call('', 'sweep', [now])
+    },
+    async close() {
+      if (closed) return
+      // The checkpoint thread first: then nothing interleaves between the last commit and the close.
+      await checkpointer?.stop()
+      send()
+      closed = true
+      await Promise.allSettled(
+        [...inFlight.values()].flatMap((b) =>
+          b.calls.map(
+            (c) =>
+              new Promise<void>((resolve) => {
+                const { resolve: ok, reject: fail } = c
+                c.resolve = (v) => (ok(v), resolve())
+                c.reject = (e) => (fail(e), resolve())
+              }),
+          ),
+        ),
+      )
+      if (dead) return
+      const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
+      worker.postMessage({ type: 'close' } satisfies WorkerRequest)
+      await exited
+    },
+  }
+}
