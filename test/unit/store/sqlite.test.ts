@@ -143,6 +143,42 @@ describe('SQLite store', () => {
     expect(await c.accounts.findByKeyHash('h3')).toBeNull()
   })
 
+  it('a stalled database thread: calls fail with store_unavailable after timeoutMs, and are never run later', async () => {
+    const gate = new Int32Array(new SharedArrayBuffer(4))
+    const resume = (): void => {
+      Atomics.store(gate, 0, 0)
+      Atomics.notify(gate, 0)
+    }
+    onTestFinished(resume)
+    const store = open(freshPath(), { stallGate: gate, timeoutMs: 1000, keyCacheCheckMs: 3_600_000 })
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    await store.accounts.addKey({ id: 'k1', accountId: 'acct', hash: 'h1', prefix: 'sk-', createdAt: 1 })
+    expect((await store.accounts.findByKeyHash('h1'))?.id).toBe('acct')
+
+    Atomics.store(gate, 0, 1)
+    // A known key is answered without the disk.
+    expect((await store.accounts.findByKeyHash('h1'))?.id).toBe('acct')
+    const stalled = await Promise.allSettled([
+      store.ledger.reserve('acct', 'held', usd(1), 0, 60_000),
+      store.ledger.settle({ id: 'g', accountId: 'acct' }, generationFixture('gen', 'acct', { cost: usd(1) })),
+      store.accounts.get('acct'),
+      store.ping(),
+    ])
+    for (const s of stalled) {
+      expect(s.status).toBe('rejected')
+      expect((s as PromiseRejectedResult).reason).toMatchObject({ code: 'store_unavailable', status: 503 })
+    }
+    resume()
+    // What timed out did not happen behind its callers' backs.
+    expect(await store.ledger.credits('acct', 0)).toEqual({
+      totalCredits: usd(3),
+      totalUsage: 0n,
+      reserved: 0n,
+    })
+    expect(await store.generations.get('gen')).toBeNull()
+    expect(await store.ledger.reserve('acct', 'held', usd(1), 0, 60_000)).toMatchObject({ amount: usd(1) })
+  })
+
   it('keeps everything across closing and reopening the file', async () => {
     const path = freshPath()
     const a = open(path)
