@@ -16,7 +16,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 let gw: TestGateway | undefined
 const gate = new Int32Array(new SharedArrayBuffer(4))
-const stall = (): void => Atomics.store(gate, 0, 1)
+const stall = (): void => void Atomics.store(gate, 0, 1)
 const resume = (): void => {
   Atomics.store(gate, 0, 0)
   Atomics.notify(gate, 0)
