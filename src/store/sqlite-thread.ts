@@ -34,7 +34,11 @@ interface PendingCall {
 
 const fromWire = (e: WireError): Error =>
   e.code !== undefined
-    ? new GatewayError(e.code, e.message)
+    ? new GatewayError(e.code, e.message, {
+        param: e.param ?? undefined,
+        headers: e.headers,
+        retryable: e.retryable,
+      })
     : Object.assign(new Error(e.message), e.name === 'Error' ? {} : { name: e.name })
 
 const copyAccount = (a: Account): Account => ({
@@ -223,7 +227,11 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       if (dead) return
       const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
       worker.postMessage({ type: 'close' } satisfies WorkerRequest)
-      await exited
+      // A thread stuck on a stalled disk does not hold the shutdown: what it has committed is in the WAL.
+      let timer: NodeJS.Timeout | undefined
+      const stuck = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs)))
+      if (await Promise.race([exited.then(() => false), stuck])) void worker.terminate()
+      clearTimeout(timer)
     },
   }
 }

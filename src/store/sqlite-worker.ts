@@ -26,8 +26,11 @@ export type WorkerRequest =
 export interface WireError {
   name: string
   message: string
-  /** A GatewayError's code. */
+  /** A GatewayError's code and options. */
   code?: ErrorCode
+  param?: string | null
+  headers?: Record<string, string>
+  retryable?: boolean
 }
 
 export interface WorkerReply {
@@ -52,7 +55,14 @@ const store = openSqliteStore(data.path, {
 
 const toWire = (err: unknown): WireError =>
   err instanceof GatewayError
-    ? { name: err.name, message: err.message, code: err.code }
+    ? {
+        name: err.name,
+        message: err.message,
+        code: err.code,
+        param: err.param,
+        headers: err.headers,
+        retryable: err.retryable,
+      }
     : err instanceof Error
       ? { name: err.name, message: err.message }
       : { name: 'Error', message: String(err) }
