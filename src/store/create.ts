@@ -48,6 +48,8 @@ export async function createStore(database: DatabaseConfig, { log }: { log: Logg
           'the SQLite checkpoint thread failed; checkpoints run inside commits until it is restarted',
         ),
       onCheckpointerRestart: () => log.info('the SQLite checkpoint thread was restarted'),
+      onThreadError: (err, restartInMs) =>
+        log.error({ err, restartInMs }, 'the SQLite database thread died; starting a new one'),
     })
   }
   // Loaded only when configured: the SQLite default never loads the PostgreSQL client.

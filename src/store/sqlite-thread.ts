@@ -38,6 +38,7 @@ const fromWire = (e: WireError): Error =>
         param: e.param ?? undefined,
         headers: e.headers,
         retryable: e.retryable,
+        ...(e.cause === undefined ? {} : { cause: new Error(e.cause) }),
       })
     : Object.assign(new Error(e.message), e.name === 'Error' ? {} : { name: e.name })
 
@@ -60,12 +61,12 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     autoCheckpointPages: checkpointing ? FALLBACK_CHECKPOINT_PAGES : undefined,
     stallGate: options.stallGate,
   }
-  const worker = new Worker(new URL('./sqlite-worker.ts', import.meta.url), { workerData: data })
-  // In-flight calls keep the process alive by their timers, not by the thread.
-  worker.unref()
 
   let closed = false
+  /** Set while the thread is gone (it died; it is started again after a backoff) or closed. */
   let dead: Error | undefined
+  let restarts = 0
+  let restartTimer: NodeJS.Timeout | undefined
   let queue: PendingCall[] = []
   let scheduled = false
   let nextId = 0
@@ -100,11 +101,35 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       deadline: Date.now() + timeoutMs,
       calls: calls.map((c) => [c.ns, c.method, c.args]),
     }
-    worker.postMessage(message)
+    try {
+      worker.postMessage(message)
+    } catch (err) {
+      // An argument that cannot be copied to the thread (a programming error): fail each call whose
+      // own arguments cannot, send the others.
+      inFlight.delete(id)
+      clearTimeout(timer)
+      const ok: PendingCall[] = []
+      for (const c of calls) {
+        try {
+          structuredClone(c.args)
+          ok.push(c)
+        } catch {
+          c.reject(err)
+        }
+      }
+      if (ok.length === calls.length) {
+        for (const c of calls)
+          c.reject(new GatewayError('store_unavailable', 'the state store is unavailable', { cause: err }))
+        return
+      }
+      queue.unshift(...ok)
+      send()
+    }
   }
 
-  worker.on('message', (reply: WorkerReply) => {
+  const onReply = (reply: WorkerReply): void => {
     if (reply.type !== 'batch') return
+    restarts = 0
     if (reply.epoch !== knownEpoch) {
       keyCache.clear()
       knownEpoch = reply.epoch
@@ -119,24 +144,55 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       if (r.ok) c.resolve(r.value)
       else c.reject(fromWire(r.error))
     })
-  })
-  const die = (err: Error): void => {
-    dead ??= err
-    for (const [id, batch] of inFlight) {
-      inFlight.delete(id)
-      clearTimeout(batch.timer)
-      for (const c of batch.calls)
-        c.reject(new GatewayError('store_unavailable', err.message, { cause: err }))
-    }
   }
-  worker.on('error', die)
-  worker.on('exit', (code) => die(new Error(`the database thread exited (code ${code})`)))
+
+  // The thread should never die (a stalled disk blocks it, it does not kill it); should it all the
+  // same, its calls fail with store_unavailable and a new one is started after a backoff (100 ms,
+  // doubling up to a minute), rather than leaving the gateway alive but unable to serve.
+  let worker: Worker
+  const startThread = (): void => {
+    restartTimer = undefined
+    const w = new Worker(new URL('./sqlite-worker.ts', import.meta.url), {
+      workerData: { ...data, autoCheckpointPages } satisfies SqliteWorkerData,
+    })
+    // In-flight calls keep the process alive by their timers, not by the thread.
+    w.unref()
+    worker = w
+    dead = undefined
+    let gone = false
+    const lost = (err: Error): void => {
+      if (gone) return
+      gone = true
+      dead = err
+      for (const [id, batch] of inFlight) {
+        inFlight.delete(id)
+        clearTimeout(batch.timer)
+        for (const c of batch.calls) {
+          c.reject(new GatewayError('store_unavailable', 'the state store is unavailable', { cause: err }))
+        }
+      }
+      if (closed) return
+      void w.terminate()
+      // A new thread counts its key-cache generations afresh.
+      knownEpoch = -1
+      const delay = Math.min(60_000, 100 * 2 ** Math.min(restarts, 16))
+      restarts++
+      options.onThreadError?.(err, delay)
+      restartTimer = setTimeout(startThread, delay)
+      restartTimer.unref()
+    }
+    w.on('message', onReply)
+    w.on('error', lost)
+    w.on('exit', (code) => lost(new Error(`the database thread exited (code ${code})`)))
+  }
+  let autoCheckpointPages = data.autoCheckpointPages
+  startThread()
 
   /** Calls `ns.method(...args)` (a top-level method when `ns` is '') in the database thread. */
   const call = (ns: string, method: string, args: unknown[]): Promise<unknown> =>
     new Promise((resolve, reject) => {
       if (closed || dead) {
-        reject(unavailable('the state store is closed'))
+        reject(unavailable(closed ? 'the state store is closed' : 'the state store is unavailable'))
         return
       }
       queue.push({ ns, method, args, resolve, reject })
@@ -148,6 +204,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
 
   const checkpointer = checkpointing
     ? startCheckpointer(path, options, (pages) => {
+        autoCheckpointPages = pages
         if (!closed && !dead) worker.postMessage({ type: 'autocheckpoint', pages } satisfies WorkerRequest)
       })
     : undefined
@@ -156,7 +213,8 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   const forward = <T extends object>(ns: string, overrides: Partial<T> = {}): T =>
     new Proxy(overrides, {
       get(target, name) {
-        if (typeof name !== 'string' || name === 'then') return undefined
+        // Not store calls: what awaiting, printing or serialising an object looks for.
+        if (typeof name !== 'string' || name === 'then' || name === 'toJSON') return undefined
         if (name in target) return (target as Record<string, unknown>)[name]
         return (...args: unknown[]) => call(ns, name, args)
       },
@@ -210,6 +268,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       if (closed) return
       // The checkpoint thread first: then nothing interleaves between the last commit and the close.
       await checkpointer?.stop()
+      clearTimeout(restartTimer)
       send()
       closed = true
       await Promise.allSettled(

@@ -31,6 +31,8 @@ export interface WireError {
   param?: string | null
   headers?: Record<string, string>
   retryable?: boolean
+  /** What caused it (the database's own error), for the log. */
+  cause?: string
 }
 
 export interface WorkerReply {
@@ -53,6 +55,12 @@ const store = openSqliteStore(data.path, {
   autoCheckpointPages: data.autoCheckpointPages,
 })
 
+const describe = (err: unknown): string => {
+  if (!(err instanceof Error)) return String(err)
+  const code = (err as { code?: unknown }).code
+  return typeof code === 'string' ? `${code}: ${err.message}` : err.message
+}
+
 const toWire = (err: unknown): WireError =>
   err instanceof GatewayError
     ? {
@@ -62,10 +70,22 @@ const toWire = (err: unknown): WireError =>
         param: err.param,
         headers: err.headers,
         retryable: err.retryable,
+        ...(err.cause === undefined ? {} : { cause: describe(err.cause) }),
       }
     : err instanceof Error
       ? { name: err.name, message: err.message }
       : { name: 'Error', message: String(err) }
+
+/** A value that cannot be copied to the other thread fails its own call, not the thread. */
+function cloneable(result: WorkerReply['results'][number]): WorkerReply['results'][number] {
+  if (!result.ok) return result
+  try {
+    structuredClone(result.value)
+    return result
+  } catch (err) {
+    return { ok: false, error: toWire(err) }
+  }
+}
 
 /** Starts one call; what it returns synchronously (a read) has run when this returns. */
 function start(engine: SqliteEngine, ns: string, method: string, args: unknown[]): Promise<unknown> {
@@ -102,7 +122,10 @@ port.on('message', (m: WorkerRequest) => {
     return
   }
   const gate = data.stallGate
-  if (gate) while (Atomics.load(gate, 0) === 1) Atomics.wait(gate, 0, 1)
+  if (gate) {
+    while (Atomics.load(gate, 0) === 1) Atomics.wait(gate, 0, 1)
+    if (Atomics.load(gate, 0) === 2) process.exit(1)
+  }
   let pending: Promise<unknown>[]
   if (Date.now() > m.deadline) {
     // Its caller stopped waiting: nothing of it runs.
@@ -122,6 +145,10 @@ port.on('message', (m: WorkerRequest) => {
         s.status === 'fulfilled' ? { ok: true, value: s.value } : { ok: false, error: toWire(s.reason) },
       ),
     }
-    port.postMessage(reply)
+    try {
+      port.postMessage(reply)
+    } catch {
+      port.postMessage({ ...reply, results: reply.results.map(cloneable) })
+    }
   })
 })

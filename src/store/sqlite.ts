@@ -73,9 +73,11 @@ export interface SqliteStoreOptions {
    * `store_unavailable`. A call not yet begun by then is never run; a commit is not begun after it.
    */
   timeoutMs?: number
+  /** Told when the database thread died (it is started again `restartInMs` later). */
+  onThreadError?: (err: unknown, restartInMs: number) => void
   /**
    * Tests: while `stallGate[0]` is 1 the database thread blocks before each batch, as on a stalled disk
-   * (set it back to 0 and `Atomics.notify` it to resume).
+   * (set it back to 0 and `Atomics.notify` it to resume); at 2 the thread exits instead (a crash).
    */
   stallGate?: Int32Array
 }

@@ -7,7 +7,7 @@ import { usd } from '../../../src/billing/money.ts'
 import { GatewayError } from '../../../src/errors.ts'
 import type { CheckpointReport } from '../../../src/store/sqlite-checkpointer.ts'
 import { createSqliteStore, type SqliteStoreOptions } from '../../../src/store/sqlite.ts'
-import type { Store } from '../../../src/store/types.ts'
+import type { Credits, Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 
 // What only the SQLite backend does (the interface itself: sqlite.contract.test.ts): state on disk
@@ -177,6 +177,43 @@ describe('SQLite store', () => {
     })
     expect(await store.generations.get('gen')).toBeNull()
     expect(await store.ledger.reserve('acct', 'held', usd(1), 0, 60_000)).toMatchObject({ amount: usd(1) })
+  })
+
+  it('a call whose arguments cannot be copied to the database thread fails alone', async () => {
+    const store = open(freshPath())
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    const [bad, good] = await Promise.allSettled([
+      store.accounts.update('acct', { name: (() => 'x') as unknown as string }),
+      store.accounts.update('acct', { name: 'renamed' }),
+    ])
+    expect(bad.status).toBe('rejected')
+    expect(good).toMatchObject({ status: 'fulfilled', value: { name: 'renamed' } })
+    expect((await store.accounts.get('acct'))?.name).toBe('renamed')
+  })
+
+  it('a database thread that dies fails its calls with store_unavailable and is started again', async () => {
+    const gate = new Int32Array(new SharedArrayBuffer(4))
+    const restartsIn: number[] = []
+    const store = open(freshPath(), {
+      stallGate: gate,
+      onThreadError: (_err, restartInMs) => {
+        restartsIn.push(restartInMs)
+        Atomics.store(gate, 0, 0)
+      },
+    })
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    Atomics.store(gate, 0, 2)
+    await expect(store.ledger.credits('acct', 0)).rejects.toMatchObject({ code: 'store_unavailable' })
+    expect(restartsIn).toEqual([100])
+    let credits: Credits | undefined
+    while (!credits) {
+      credits = await store.ledger.credits('acct', 0).catch(async () => {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        return undefined
+      })
+    }
+    expect(credits.totalCredits).toBe(usd(3))
+    expect(restartsIn).toEqual([100])
   })
 
   it('keeps everything across closing and reopening the file', async () => {
