@@ -103,6 +103,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     }
     try {
       worker.postMessage(message)
+      options.onBatch?.(calls.length)
     } catch (err) {
       // An argument that cannot be copied to the thread (a programming error): fail each call whose
       // own arguments cannot, send the others.

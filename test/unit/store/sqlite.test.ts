@@ -179,6 +179,20 @@ describe('SQLite store', () => {
     expect(await store.ledger.reserve('acct', 'held', usd(1), 0, 60_000)).toMatchObject({ amount: usd(1) })
   })
 
+  it('the calls of one turn of the event loop travel to the database thread as one message', async () => {
+    const batches: number[] = []
+    const store = open(freshPath(), { onBatch: (calls) => batches.push(calls) })
+    await store.accounts.create(accountFixture('acct'), usd(10))
+    batches.length = 0
+    const held = await Promise.all([
+      ...Array.from({ length: 40 }, (_, i) => store.ledger.reserve('acct', `g${i}`, usd('0.5'), 0, 60_000)),
+      store.ledger.credits('acct', 0),
+      store.accounts.get('acct'),
+    ])
+    expect(batches).toEqual([42])
+    expect(held.slice(0, 40).filter((r) => r !== null)).toHaveLength(20)
+  })
+
   it('a call whose arguments cannot be copied to the database thread fails alone', async () => {
     const store = open(freshPath())
     await store.accounts.create(accountFixture('acct'), usd(3))
