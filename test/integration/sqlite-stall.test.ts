@@ -33,11 +33,12 @@ const errorCode = async (res: Response): Promise<string> =>
 
 describe('a stalled SQLite disk', () => {
   it('keeps /healthz answering, fails /readyz and store requests in bounded time, and recovers exactly', async () => {
-    const store = createSqliteStore(join(dir, 'junction.db'), { stallGate: gate, timeoutMs: 1500 })
+    // Generous waits: only the stalled calls are meant to run out of time, however slow the machine.
+    const store = createSqliteStore(join(dir, 'junction.db'), { stallGate: gate, timeoutMs: 3000 })
     gw = await startGateway({
       listen: true,
       overrides: { store },
-      file: { database: { readyTimeoutMs: 500 } },
+      file: { database: { readyTimeoutMs: 1000 } },
     })
     const g = gw
     const get = (path: string): Promise<Response> => fetch(`${g.origin}${path}`)
