@@ -163,6 +163,10 @@ export interface DatabaseConfig {
   retentionDays?: number
   /** PostgreSQL: connections per gateway process. */
   poolSize?: number
+  /** SQLite: how long a call waits for the database thread before failing with 503 `store_unavailable`. */
+  timeoutMs: number
+  /** How long `/readyz` waits for the store to answer before failing (503). */
+  readyTimeoutMs: number
 }
 
 /** The embedded default: next to the default files directory, whatever files.dir says. */
@@ -500,6 +504,8 @@ const fileSchema = z
         url: z.string().min(1).optional(),
         retentionDays: z.number().positive().max(1_000_000).optional(),
         poolSize: z.number().int().min(1).max(1000).optional(),
+        timeoutMs: z.number().int().min(100).max(600_000).optional(),
+        readyTimeoutMs: z.number().int().min(100).max(600_000).optional(),
       })
       .strict()
       .default({}),
@@ -714,6 +720,8 @@ export function loadConfig(
             : { kind: 'sqlite', path: DEFAULT_DATABASE_PATH },
       retentionDays: file.database.retentionDays,
       poolSize: file.database.poolSize,
+      timeoutMs: file.database.timeoutMs ?? 5000,
+      readyTimeoutMs: file.database.readyTimeoutMs ?? 2000,
     },
     routing,
     predictions: resolvePredictions(file.predictions, e),

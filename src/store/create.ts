@@ -2,7 +2,7 @@ import { resolve } from 'node:path'
 import type { Logger } from 'pino'
 import type { DatabaseBackend, DatabaseConfig } from '../config.ts'
 import { createMemoryStore } from './memory.ts'
-import { createSqliteStore } from './sqlite.ts'
+import { createSqliteStore } from './sqlite-thread.ts'
 import type { Store } from './types.ts'
 
 // Builds the store the configuration names, and says at start which backend holds the state.
@@ -41,8 +41,15 @@ export async function createStore(database: DatabaseConfig, { log }: { log: Logg
   if (backend.kind === 'sqlite') {
     return createSqliteStore(backend.path, {
       retentionDays,
-      onCheckpointerError: (err) =>
-        log.error({ err }, 'the SQLite checkpoint thread failed; checkpoints now run inside commits'),
+      timeoutMs: database.timeoutMs,
+      onCheckpointerError: (err, restartInMs) =>
+        log.error(
+          { err, restartInMs },
+          'the SQLite checkpoint thread failed; checkpoints run inside commits until it is restarted',
+        ),
+      onCheckpointerRestart: () => log.info('the SQLite checkpoint thread was restarted'),
+      onThreadError: (err, restartInMs) =>
+        log.error({ err, restartInMs }, 'the SQLite database thread died; starting a new one'),
     })
   }
   // Loaded only when configured: the SQLite default never loads the PostgreSQL client.

@@ -9,6 +9,7 @@ import type { FileStore, StoredFile } from './files.ts'
 import type { CheckpointerData, CheckpointReport } from './sqlite-checkpointer.ts'
 import { sqliteMigrations, type Migration } from './sqlite-migrations.ts'
 import { createSqliteTaskStores } from './sqlite-tasks.ts'
+export { createSqliteStore } from './sqlite-thread.ts'
 import type {
   Account,
   AccountStore,
@@ -22,9 +23,11 @@ import type {
   Store,
 } from './types.ts'
 
-// The embedded, durable backend: one SQLite file through Node's built-in node:sqlite. Calls are
-// synchronous and small (prepared once, indexed), so each method runs to its end without yielding:
-// within one process that alone makes it atomic. Every read-modify-write is also one
+// The embedded, durable backend: one SQLite file through Node's built-in node:sqlite. This file is the
+// database side, which runs in its own thread (sqlite-worker.ts; sqlite-thread.ts is the event loop's
+// side): a stalled disk blocks that thread, never the event loop. Calls are synchronous and small
+// (prepared once, indexed), so each method runs to its end without yielding: within one process that
+// alone makes it atomic. Every read-modify-write is also one
 // `BEGIN IMMEDIATE … COMMIT` transaction, which takes the file's write lock up front, so several
 // processes on one file stay correct too (they wait up to `busyTimeoutMs` for each other).
 //
@@ -55,10 +58,41 @@ export interface SqliteStoreOptions {
   checkpointIntervalMs?: number
   /** Told of each checkpoint the worker thread made (tests, diagnostics). */
   onCheckpoint?: (report: CheckpointReport) => void
-  /** Told when the checkpoint thread failed; checkpoints then happen inside commits again. */
-  onCheckpointerError?: (err: unknown) => void
+  /**
+   * Told when the checkpoint thread failed; checkpoints then happen inside commits again until it is
+   * restarted, `restartInMs` later.
+   */
+  onCheckpointerError?: (err: unknown, restartInMs: number) => void
+  /** Told when the checkpoint thread was started again after a failure. */
+  onCheckpointerRestart?: () => void
+  /** The first delay before restarting a failed checkpoint thread (default 1000 ms), doubling to 60 s. */
+  checkpointerRestartMs?: number
   /** The checkpoint thread's script (tests give one that fails); sqlite-checkpointer.ts by default. */
   checkpointerScript?: URL
+  /**
+   * How long a call waits for the database thread (default 5000 ms) before failing with 503
+   * `store_unavailable`. A call not yet begun by then is never run; a commit is not begun after it.
+   */
+  timeoutMs?: number
+  /** Told of each message sent to the database thread, with the number of calls it carries. */
+  onBatch?: (calls: number) => void
+  /** Told when the database thread died (it is started again `restartInMs` later). */
+  onThreadError?: (err: unknown, restartInMs: number) => void
+  /**
+   * Tests: while `stallGate[0]` is 1 the database thread blocks before each batch, as on a stalled disk
+   * (set it back to 0 and `Atomics.notify` it to resume); at 2 the thread exits instead (a crash).
+   */
+  stallGate?: Int32Array
+}
+
+/** What the database thread's store is told and tells beyond the Store interface (sqlite-worker.ts). */
+export interface SqliteEngine extends Store {
+  /** Counts the clearings of the API-key cache: the event loop's copy of it is stale when it moved. */
+  cacheEpoch(): number
+  /** Calls made from now on are not begun or committed after `at` (Date.now() time). */
+  setDeadline(at: number): void
+  /** SQLite's automatic checkpoint threshold, in WAL pages. */
+  setAutoCheckpoint(pages: number): void
 }
 
 const DAY_MS = 86_400_000
@@ -190,20 +224,39 @@ export function migrateSqlite(db: DatabaseSync, migrations: readonly Migration[]
 }
 
 /** Accounts of API keys kept in memory for the lookup every request makes, at most. */
-const KEY_CACHE = 10_000
+export const KEY_CACHE = 10_000
 /** SQLite's own automatic checkpoint threshold, in WAL pages (its default). */
-const AUTO_CHECKPOINT_PAGES = 1_000
+export const AUTO_CHECKPOINT_PAGES = 1_000
 /** The automatic checkpoint's threshold while the worker thread checkpoints: only a fallback. */
-const FALLBACK_CHECKPOINT_PAGES = 10_000
+export const FALLBACK_CHECKPOINT_PAGES = 10_000
 
-export function createSqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
+/** Opens (creating) the file in WAL mode with the current schema; throws on a newer schema. */
+export function openSqliteDatabase(path: string, busyTimeoutMs: number): DatabaseSync {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
-  const db = new DatabaseSync(path, { timeout: options.busyTimeoutMs ?? 5000 })
-  db.exec('PRAGMA journal_mode = WAL')
-  db.exec('PRAGMA synchronous = NORMAL')
-  db.exec('PRAGMA foreign_keys = ON')
-  migrateSqlite(db)
-  const checkpointer = path === ':memory:' ? undefined : startCheckpointer(db, path, options)
+  const db = new DatabaseSync(path, { timeout: busyTimeoutMs })
+  try {
+    db.exec('PRAGMA journal_mode = WAL')
+    db.exec('PRAGMA synchronous = NORMAL')
+    db.exec('PRAGMA foreign_keys = ON')
+    migrateSqlite(db)
+  } catch (err) {
+    db.close()
+    throw err
+  }
+  return db
+}
+
+/** The store on this thread's own connection: the database thread's side (sqlite-worker.ts). */
+export function openSqliteStore(
+  path: string,
+  options: Pick<SqliteStoreOptions, 'retentionDays' | 'busyTimeoutMs' | 'keyCacheCheckMs'> & {
+    autoCheckpointPages?: number
+  } = {},
+): SqliteEngine {
+  const db = openSqliteDatabase(path, options.busyTimeoutMs ?? 5000)
+  if (options.autoCheckpointPages !== undefined) {
+    db.exec(`PRAGMA wal_autocheckpoint = ${options.autoCheckpointPages}`)
+  }
 
   const cache = new Map<string, StatementSync>()
   /** A prepared statement, prepared once per text. */
@@ -225,18 +278,29 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   // fixed costs (the lock, the WAL write of the pages every request touches: the account's row, its
   // rate windows) are paid once per batch, not once per operation. Each caller's promise settles after
   // the COMMIT: nothing is acknowledged before it is durable.
+  //
+  // Each write carries the deadline its caller stops waiting at (setDeadline): one past it is not
+  // begun, and a transaction holding one is rolled back rather than committed late, so a caller told
+  // `store_unavailable` was not charged behind its back (only a COMMIT itself stalling can still land).
   interface QueuedWrite {
     fn: () => unknown
     resolve: (value: unknown) => void
     reject: (err: unknown) => void
+    deadline: number
   }
   let queue: QueuedWrite[] = []
   let scheduled = false
+  let deadline = Number.POSITIVE_INFINITY
+  const timedOut = (): GatewayError =>
+    new GatewayError('store_unavailable', 'the state store did not answer in time')
   const flush = (): void => {
     scheduled = false
-    const batch = queue
+    const now = Date.now()
+    const batch = queue.filter((w) => w.deadline >= now)
+    for (const w of queue) if (w.deadline < now) w.reject(timedOut())
     queue = []
     if (batch.length === 0) return
+    const due = Math.min(...batch.map((w) => w.deadline))
     const outcomes: { ok: boolean; value: unknown }[] = []
     try {
       sql('BEGIN IMMEDIATE').run()
@@ -253,6 +317,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
           outcomes.push({ ok: false, value: err })
         }
       }
+      if (Date.now() > due) throw timedOut()
       sql('COMMIT').run()
     } catch (err) {
       if (db.isOpen && db.isTransaction) {
@@ -274,7 +339,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   /** Runs `fn` atomically in the next group commit; database failures become `store_unavailable`. */
   const tx = <T>(fn: () => T): Promise<T> =>
     new Promise<T>((resolve, reject) => {
-      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject })
+      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject, deadline })
       if (!scheduled) {
         scheduled = true
         setImmediate(flush)
@@ -338,7 +403,11 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   const keyCacheCheckMs = options.keyCacheCheckMs ?? 1_000
   let dataVersion = -1
   let checkedAt = Number.NEGATIVE_INFINITY
-  const changedAccounts = (): void => keyCache.clear()
+  let epoch = 0
+  const changedAccounts = (): void => {
+    keyCache.clear()
+    epoch++
+  }
   const copyAccount = (a: Account): Account => ({
     ...a,
     modelDiscountsPpm: { ...a.modelDiscountsPpm },
@@ -352,7 +421,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
         const now = performance.now()
         if (now - checkedAt >= keyCacheCheckMs) {
           const version = get<{ data_version: number }>('PRAGMA data_version')!.data_version
-          if (version !== dataVersion) keyCache.clear()
+          if (version !== dataVersion) changedAccounts()
           dataVersion = version
           checkedAt = now
         }
@@ -825,6 +894,13 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * DAY_MS
 
   return {
+    cacheEpoch: () => epoch,
+    setDeadline(at) {
+      deadline = at
+    },
+    setAutoCheckpoint(pages) {
+      if (db.isOpen) db.exec(`PRAGMA wal_autocheckpoint = ${pages}`)
+    },
     accounts,
     files,
     ledger,
@@ -845,8 +921,6 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       })
     },
     async close() {
-      // The thread first: once it is gone nothing can interleave between the last flush and the close.
-      await checkpointer?.stop()
       if (!db.isOpen) return
       flush()
       cache.clear()
@@ -858,39 +932,63 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
 /**
  * Moves WAL checkpoints off the event loop (see sqlite-checkpointer.ts): SQLite's automatic checkpoint,
  * which the commit that crosses its threshold runs (≈0.4 ms on average per group commit here, some
- * over 10 ms), becomes a fallback at a ten times larger threshold. Should the thread fail, the
- * automatic checkpoint is set back to SQLite's default.
+ * over 10 ms), becomes a fallback at a ten times larger threshold. Should the thread fail (it did on a
+ * full disk), the automatic checkpoint is set back to SQLite's default and the thread is started again
+ * after a backoff (`checkpointerRestartMs`, doubling up to a minute; back to the first after a
+ * checkpoint succeeds).
  */
-function startCheckpointer(
-  db: DatabaseSync,
+export function startCheckpointer(
   path: string,
   options: SqliteStoreOptions,
+  setAutoCheckpoint: (pages: number) => void,
 ): { stop: () => Promise<void> } | undefined {
   const intervalMs = options.checkpointIntervalMs ?? 250
   if (intervalMs <= 0) return undefined
   const data: CheckpointerData = { path, intervalMs, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }
   const script = options.checkpointerScript ?? new URL('./sqlite-checkpointer.ts', import.meta.url)
-  const worker = new Worker(script, { workerData: data })
-  worker.unref()
-  db.exec(`PRAGMA wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}`)
+  const firstDelayMs = options.checkpointerRestartMs ?? 1000
   let stopping = false
-  let failed = false
-  const fallBack = (err: unknown): void => {
-    if (failed) return
-    failed = true
-    if (db.isOpen) db.exec(`PRAGMA wal_autocheckpoint = ${AUTO_CHECKPOINT_PAGES}`)
-    options.onCheckpointerError?.(err)
+  let failures = 0
+  let restartTimer: NodeJS.Timeout | undefined
+  let exited: Promise<void> = Promise.resolve()
+  let worker: Worker | undefined
+
+  const start = (): void => {
+    restartTimer = undefined
+    if (stopping) return
+    const w = new Worker(script, { workerData: data })
+    worker = w
+    w.unref()
+    setAutoCheckpoint(FALLBACK_CHECKPOINT_PAGES)
+    let failed = false
+    const fail = (err: unknown): void => {
+      if (failed || stopping) return
+      failed = true
+      void w.terminate()
+      setAutoCheckpoint(AUTO_CHECKPOINT_PAGES)
+      const delay = Math.min(60_000, firstDelayMs * 2 ** Math.min(failures, 16))
+      failures++
+      options.onCheckpointerError?.(err, delay)
+      restartTimer = setTimeout(() => {
+        start()
+        options.onCheckpointerRestart?.()
+      }, delay)
+      restartTimer.unref()
+    }
+    w.on('message', (m: CheckpointReport) => {
+      failures = 0
+      options.onCheckpoint?.(m)
+    })
+    w.on('error', fail)
+    w.on('exit', (code) => fail(new Error(`the checkpoint thread exited with code ${code}`)))
+    exited = new Promise<void>((resolve) => w.once('exit', () => resolve()))
   }
-  worker.on('message', (m: CheckpointReport) => options.onCheckpoint?.(m))
-  worker.on('error', fallBack)
-  worker.on('exit', (code) => {
-    if (!stopping && code !== 0) fallBack(new Error(`the checkpoint thread exited with code ${code}`))
-  })
-  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
+  start()
   return {
     stop: async () => {
       stopping = true
-      worker.postMessage('stop')
+      clearTimeout(restartTimer)
+      worker?.postMessage('stop')
       await exited
     },
   }

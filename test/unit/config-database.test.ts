@@ -13,7 +13,11 @@ const withFile = (file: unknown, env: Record<string, string> = {}) =>
 
 describe('database selection', () => {
   it('defaults to the SQLite file ./data/junction.db, whatever the files directory', () => {
-    expect(loadConfig({}).database).toEqual({ backend: { kind: 'sqlite', path: DEFAULT_DATABASE_PATH } })
+    expect(loadConfig({}).database).toEqual({
+      backend: { kind: 'sqlite', path: DEFAULT_DATABASE_PATH },
+      timeoutMs: 5000,
+      readyTimeoutMs: 2000,
+    })
     expect(DEFAULT_DATABASE_PATH).toBe('./data/junction.db')
     expect(loadConfig({ GATEWAY_FILES_DIR: '/srv/files' }).database.backend).toEqual({
       kind: 'sqlite',
@@ -34,8 +38,17 @@ describe('database selection', () => {
     expect(url('postgresql://db/j')).toEqual({ kind: 'postgres', url: 'postgresql://db/j' })
     expect(
       withFile({ database: { url: 'memory', retentionDays: 30 } }, { GATEWAY_DATABASE_URL: 'x.db' }).database,
-    ).toEqual({ backend: { kind: 'sqlite', path: 'x.db' }, retentionDays: 30 })
+    ).toMatchObject({ backend: { kind: 'sqlite', path: 'x.db' }, retentionDays: 30 })
     expect(withFile({ database: { url: 'memory' } }).database.backend).toEqual({ kind: 'memory' })
+  })
+
+  it('reads how long a call and /readyz wait for the store', () => {
+    expect(withFile({ database: { timeoutMs: 800, readyTimeoutMs: 300 } }).database).toMatchObject({
+      timeoutMs: 800,
+      readyTimeoutMs: 300,
+    })
+    expect(() => withFile({ database: { timeoutMs: 0 } })).toThrow(/database\.timeoutMs/)
+    expect(() => withFile({ database: { readyTimeoutMs: 'soon' } })).toThrow(/database\.readyTimeoutMs/)
   })
 
   it('refuses what names no backend, naming where it came from', () => {

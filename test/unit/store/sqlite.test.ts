@@ -7,7 +7,7 @@ import { usd } from '../../../src/billing/money.ts'
 import { GatewayError } from '../../../src/errors.ts'
 import type { CheckpointReport } from '../../../src/store/sqlite-checkpointer.ts'
 import { createSqliteStore, type SqliteStoreOptions } from '../../../src/store/sqlite.ts'
-import type { Store } from '../../../src/store/types.ts'
+import type { Credits, Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 
 // What only the SQLite backend does (the interface itself: sqlite.contract.test.ts): state on disk
@@ -61,17 +61,49 @@ describe('SQLite store', () => {
     expect(accountsInFile(without)).toEqual([])
   })
 
-  it('a checkpoint thread that fails is reported, and the store goes on working', async () => {
-    const failure = new Promise<unknown>((resolve) => {
-      const store = open(freshPath(), {
+  it('a checkpoint thread that keeps failing is reported and restarted with a doubling backoff', async () => {
+    const delays: number[] = []
+    let restarts = 0
+    const store = await new Promise<Store>((resolve) => {
+      const s = open(freshPath(), {
         checkpointerScript: new URL('../../support/failing-checkpointer.ts', import.meta.url),
-        onCheckpointerError: resolve,
-      })
-      void store.accounts.create(accountFixture('acct'), usd(3)).then(async () => {
-        expect((await store.accounts.get('acct'))?.id).toBe('acct')
+        checkpointerRestartMs: 5,
+        onCheckpointerError: (err, restartInMs) => {
+          expect(err).toMatchObject({ message: 'the checkpointer broke' })
+          delays.push(restartInMs)
+          if (delays.length === 4) resolve(s)
+        },
+        onCheckpointerRestart: () => restarts++,
       })
     })
-    expect(await failure).toMatchObject({ message: 'the checkpointer broke' })
+    expect(delays).toEqual([5, 10, 20, 40])
+    expect(restarts).toBe(3)
+    // Meanwhile the store works (checkpoints happen inside its commits).
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    expect((await store.accounts.get('acct'))?.id).toBe('acct')
+  })
+
+  it('a checkpoint thread that died is started again and checkpoints', async () => {
+    const failed: unknown[] = []
+    let restarted = false
+    let created = false
+    let reportDone: (r: CheckpointReport) => void = () => undefined
+    const done = new Promise<CheckpointReport>((resolve) => (reportDone = resolve))
+    const store = open(freshPath(), {
+      checkpointerScript: new URL('../../support/flaky-checkpointer.ts', import.meta.url),
+      checkpointIntervalMs: 5,
+      checkpointerRestartMs: 5,
+      onCheckpointerError: (err) => failed.push(err),
+      onCheckpointerRestart: () => (restarted = true),
+      onCheckpoint: (r) => {
+        if (created && r.busy === 0 && r.log > 0 && r.checkpointed === r.log) reportDone(r)
+      },
+    })
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    created = true
+    await done
+    expect(failed).toHaveLength(1)
+    expect(restarted).toBe(true)
   })
 
   it('API-key lookups: a change through this store shows at once, through another connection once data_version is read', async () => {
@@ -109,6 +141,98 @@ describe('SQLite store', () => {
     await b.accounts.removeKey('acct', 'k3')
     await b.accounts.update('acct', { name: 'renamed' })
     expect(await c.accounts.findByKeyHash('h3')).toBeNull()
+  })
+
+  it('a stalled database thread: calls fail with store_unavailable after timeoutMs, and are never run later', async () => {
+    const gate = new Int32Array(new SharedArrayBuffer(4))
+    const resume = (): void => {
+      Atomics.store(gate, 0, 0)
+      Atomics.notify(gate, 0)
+    }
+    onTestFinished(resume)
+    // Set up and checked through another connection, whose calls wait the default 5 s: only the
+    // stalled calls depend on the short timeout.
+    const path = freshPath()
+    const other = open(path)
+    await other.accounts.create(accountFixture('acct'), usd(3))
+    await other.accounts.addKey({ id: 'k1', accountId: 'acct', hash: 'h1', prefix: 'sk-', createdAt: 1 })
+    const store = open(path, { stallGate: gate, timeoutMs: 1000, keyCacheCheckMs: 3_600_000 })
+    expect((await store.accounts.findByKeyHash('h1'))?.id).toBe('acct')
+
+    Atomics.store(gate, 0, 1)
+    // A known key is answered without the disk.
+    expect((await store.accounts.findByKeyHash('h1'))?.id).toBe('acct')
+    const stalled = await Promise.allSettled([
+      store.ledger.reserve('acct', 'held', usd(1), 0, 60_000),
+      store.ledger.settle({ id: 'g', accountId: 'acct' }, generationFixture('gen', 'acct', { cost: usd(1) })),
+      store.accounts.get('acct'),
+      store.ping(),
+    ])
+    for (const s of stalled) {
+      expect(s.status).toBe('rejected')
+      expect((s as PromiseRejectedResult).reason).toMatchObject({ code: 'store_unavailable', status: 503 })
+    }
+    resume()
+    // Service resumes...
+    expect(await store.ping()).toBeUndefined()
+    // ... and what timed out did not happen behind its callers' backs.
+    expect(await other.ledger.credits('acct', 0)).toEqual({
+      totalCredits: usd(3),
+      totalUsage: 0n,
+      reserved: 0n,
+    })
+    expect(await other.generations.get('gen')).toBeNull()
+  })
+
+  it('the calls of one turn of the event loop travel to the database thread as one message', async () => {
+    const batches: number[] = []
+    const store = open(freshPath(), { onBatch: (calls) => batches.push(calls) })
+    await store.accounts.create(accountFixture('acct'), usd(10))
+    batches.length = 0
+    const held = await Promise.all([
+      ...Array.from({ length: 40 }, (_, i) => store.ledger.reserve('acct', `g${i}`, usd('0.5'), 0, 60_000)),
+      store.ledger.credits('acct', 0),
+      store.accounts.get('acct'),
+    ])
+    expect(batches).toEqual([42])
+    expect(held.slice(0, 40).filter((r) => r !== null)).toHaveLength(20)
+  })
+
+  it('a call whose arguments cannot be copied to the database thread fails alone', async () => {
+    const store = open(freshPath())
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    const [bad, good] = await Promise.allSettled([
+      store.accounts.update('acct', { name: (() => 'x') as unknown as string }),
+      store.accounts.update('acct', { name: 'renamed' }),
+    ])
+    expect(bad.status).toBe('rejected')
+    expect(good).toMatchObject({ status: 'fulfilled', value: { name: 'renamed' } })
+    expect((await store.accounts.get('acct'))?.name).toBe('renamed')
+  })
+
+  it('a database thread that dies fails its calls with store_unavailable and is started again', async () => {
+    const gate = new Int32Array(new SharedArrayBuffer(4))
+    const restartsIn: number[] = []
+    const store = open(freshPath(), {
+      stallGate: gate,
+      onThreadError: (_err, restartInMs) => {
+        restartsIn.push(restartInMs)
+        Atomics.store(gate, 0, 0)
+      },
+    })
+    await store.accounts.create(accountFixture('acct'), usd(3))
+    Atomics.store(gate, 0, 2)
+    await expect(store.ledger.credits('acct', 0)).rejects.toMatchObject({ code: 'store_unavailable' })
+    expect(restartsIn).toEqual([100])
+    let credits: Credits | undefined
+    while (!credits) {
+      credits = await store.ledger.credits('acct', 0).catch(async () => {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        return undefined
+      })
+    }
+    expect(credits.totalCredits).toBe(usd(3))
+    expect(restartsIn).toEqual([100])
   })
 
   it('keeps everything across closing and reopening the file', async () => {

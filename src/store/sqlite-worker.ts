@@ -1,0 +1,154 @@
+import { parentPort, workerData } from 'node:worker_threads'
+import { GatewayError, type ErrorCode } from '../errors.ts'
+import { openSqliteStore, type SqliteEngine } from './sqlite.ts'
+
+// The database thread of the SQLite store (sqlite-thread.ts starts it): sqlite.ts's store on this
+// thread's connection. A message is the calls of one turn of the event loop; their writes join the
+// next group commit (with those of any other message already waiting here), and the answers go back in
+// one message once they all settled.
+
+export interface SqliteWorkerData {
+  path: string
+  retentionDays?: number
+  busyTimeoutMs: number
+  /** Set while the checkpoint thread runs: SQLite's own checkpoint is then only a fallback. */
+  autoCheckpointPages?: number
+  /** Tests: blocks this thread before each message while its first element is 1 (a stalled disk). */
+  stallGate?: Int32Array
+}
+
+export type WorkerRequest =
+  /** `calls`: [namespace ('' for the store itself), method, arguments]. */
+  | { type: 'batch'; id: number; deadline: number; calls: [string, string, unknown[]][] }
+  | { type: 'autocheckpoint'; pages: number }
+  | { type: 'close' }
+
+export interface WireError {
+  name: string
+  message: string
+  /** A GatewayError's code and options. */
+  code?: ErrorCode
+  param?: string | null
+  headers?: Record<string, string>
+  retryable?: boolean
+  /** What caused it (the database's own error), for the log. */
+  cause?: string
+}
+
+export interface WorkerReply {
+  type: 'batch'
+  id: number
+  /** The API-key cache's generation once the message was done (SqliteEngine.cacheEpoch). */
+  epoch: number
+  results: ({ ok: true; value: unknown } | { ok: false; error: WireError })[]
+}
+
+const port = parentPort
+if (!port) throw new Error('sqlite-worker runs as a worker thread')
+const data = workerData as SqliteWorkerData
+// The event loop's side caches API-key lookups and decides when to re-validate: here every lookup
+// reads data_version.
+const store = openSqliteStore(data.path, {
+  retentionDays: data.retentionDays,
+  busyTimeoutMs: data.busyTimeoutMs,
+  keyCacheCheckMs: 0,
+  autoCheckpointPages: data.autoCheckpointPages,
+})
+
+const describe = (err: unknown): string => {
+  if (!(err instanceof Error)) return String(err)
+  const code = (err as { code?: unknown }).code
+  return typeof code === 'string' ? `${code}: ${err.message}` : err.message
+}
+
+const toWire = (err: unknown): WireError =>
+  err instanceof GatewayError
+    ? {
+        name: err.name,
+        message: err.message,
+        code: err.code,
+        param: err.param,
+        headers: err.headers,
+        retryable: err.retryable,
+        ...(err.cause === undefined ? {} : { cause: describe(err.cause) }),
+      }
+    : err instanceof Error
+      ? { name: err.name, message: err.message }
+      : { name: 'Error', message: String(err) }
+
+/** A value that cannot be copied to the other thread fails its own call, not the thread. */
+function cloneable(result: WorkerReply['results'][number]): WorkerReply['results'][number] {
+  if (!result.ok) return result
+  try {
+    structuredClone(result.value)
+    return result
+  } catch (err) {
+    return { ok: false, error: toWire(err) }
+  }
+}
+
+/** Starts one call; what it returns synchronously (a read) has run when this returns. */
+function start(engine: SqliteEngine, ns: string, method: string, args: unknown[]): Promise<unknown> {
+  try {
+    const target = (ns === '' ? engine : engine[ns as keyof SqliteEngine]) as unknown as Record<
+      string,
+      ((...a: unknown[]) => Promise<unknown>) | undefined
+    >
+    const fn = target?.[method]
+    if (typeof fn !== 'function') throw new Error(`unknown store call ${ns}.${method}`)
+    if (ns === 'secrets' && method === 'getOrCreate') {
+      const value = args[1] as string
+      return fn.call(target, args[0], () => value)
+    }
+    const result = fn.apply(target, args)
+    // A key lookup says which cache generation it read in, for the event loop's cache.
+    if (ns === 'accounts' && method === 'findByKeyHash') {
+      const epoch = engine.cacheEpoch()
+      return result.then((account) => ({ account, epoch }))
+    }
+    return result
+  } catch (err) {
+    return Promise.reject(err)
+  }
+}
+
+port.on('message', (m: WorkerRequest) => {
+  if (m.type === 'autocheckpoint') {
+    store.setAutoCheckpoint(m.pages)
+    return
+  }
+  if (m.type === 'close') {
+    void store.close().finally(() => port.close())
+    return
+  }
+  const gate = data.stallGate
+  if (gate) {
+    while (Atomics.load(gate, 0) === 1) Atomics.wait(gate, 0, 1)
+    if (Atomics.load(gate, 0) === 2) process.exit(1)
+  }
+  let pending: Promise<unknown>[]
+  if (Date.now() > m.deadline) {
+    // Its caller stopped waiting: nothing of it runs.
+    const late = new GatewayError('store_unavailable', 'the state store did not answer in time')
+    pending = m.calls.map(() => Promise.reject(late))
+  } else {
+    store.setDeadline(m.deadline)
+    pending = m.calls.map(([ns, method, args]) => start(store, ns, method, args))
+    store.setDeadline(Number.POSITIVE_INFINITY)
+  }
+  void Promise.allSettled(pending).then((settled) => {
+    const reply: WorkerReply = {
+      type: 'batch',
+      id: m.id,
+      epoch: store.cacheEpoch(),
+      results: settled.map((s) =>
+        s.status === 'fulfilled' ? { ok: true, value: s.value } : { ok: false, error: toWire(s.reason) },
+      ),
+    }
+    try {
+      port.postMessage(reply)
+    } catch {
+      port.postMessage({ ...reply, results: reply.results.map(cloneable) })
+    }
+  })
+})
