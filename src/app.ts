@@ -39,6 +39,8 @@ declare module 'fastify' {
 export interface RequestFacts {
   trace?: TraceContext
   record?: GenerationRecord | null
+  /** The requests-per-minute limit counted this request before its body was read (routes/admission.ts). */
+  requestCounted?: boolean
 }
 
 const requestIdPattern = /^[0-9a-f]{32}$/
