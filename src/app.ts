@@ -8,7 +8,7 @@ import Fastify, {
 import { authenticate } from './auth.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
-import { createClientErrorHandler, watchBodyIdle, writeRawError } from './http/connection.ts'
+import { createClientErrorHandler, watchBody, writeRawError } from './http/connection.ts'
 import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
 import { accountRoutes } from './routes/account.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -91,7 +91,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
   app.decorateRequest('account', null as never)
   app.decorateRequest('junction', null as never)
-  app.decorate('bodyBudget', createBodyBudget(server.maxBufferedBodyBytes))
+  app.decorate(
+    'bodyBudget',
+    createBodyBudget(server.maxBufferedBodyBytes, server.maxBufferedBodyBytesPerAccount),
+  )
   // Every body the API takes is JSON (multipart is added per route); plain text is a 415.
   app.removeContentTypeParser('text/plain')
   app.removeContentTypeParser('application/json')
@@ -125,17 +128,23 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     done()
   })
 
-  // A body that stops arriving is cut: requestTimeoutMs bounds the whole request, this its silences.
-  // Checked after auth, so only bodies a client was allowed to send are watched.
+  // A body that stops arriving, or arrives slower than the floor, is cut: requestTimeoutMs bounds the
+  // whole request, this its silences and its trickles. Checked after auth and admission, so only
+  // bodies a client was allowed to send are watched.
+  const bodyWatch = {
+    idleMs: server.bodyIdleTimeoutMs,
+    minBytesPerSecond: server.bodyMinBytesPerSecond,
+    windowMs: server.bodyRateWindowMs,
+  }
   app.addHook('preParsing', (request, reply, payload, done) => {
     if (!request.raw.complete) {
-      watchBodyIdle(request.raw, server.bodyIdleTimeoutMs, () => {
-        request.log.info({ idleMs: server.bodyIdleTimeoutMs }, 'request body stalled: connection closed')
-        const e = new GatewayError(
-          'request_timeout',
-          `no byte of the request body arrived for ${server.bodyIdleTimeoutMs} ms`,
-        )
-        writeRawError(request.raw.socket, e, request.id)
+      watchBody(request.raw, bodyWatch, (stall) => {
+        const message =
+          stall.reason === 'idle'
+            ? `no byte of the request body arrived for ${stall.ms} ms`
+            : `the request body arrived slower than ${server.bodyMinBytesPerSecond} bytes per second (${stall.bytes} bytes in ${stall.ms} ms)`
+        request.log.info({ ...stall }, 'request body stalled: connection closed')
+        writeRawError(request.raw.socket, new GatewayError('request_timeout', message), request.id)
       })
     }
     done(null, payload)

@@ -61,32 +61,65 @@ export function createClientErrorHandler(
   }
 }
 
+export interface BodyWatch {
+  /** Longest silence (no byte at all) while the body is incomplete. */
+  idleMs: number
+  /** Slowest accepted rate over `windowMs`, in bytes per second; 0: no floor. */
+  minBytesPerSecond: number
+  /** The rate's window; it is first checked once the body has been arriving this long. */
+  windowMs: number
+  /** Monotonic milliseconds (tests pass a fake). */
+  now?: () => number
+}
+
+export type BodyStall = { reason: 'idle'; ms: number } | { reason: 'slow'; bytes: number; ms: number }
+
 /**
- * Calls `onIdle` when no byte has arrived on the request's connection for `idleMs` (up to a quarter
- * more) while its body is still incomplete. The HTTP parser consumes the socket directly, so no
- * `data` event shows progress: the socket's byte count does.
+ * Calls `onStall` once, and stops watching, when the request's body is still incomplete and either
+ * no byte arrived for `idleMs` (up to a quarter more), or fewer than `minBytesPerSecond` arrived over
+ * the last `windowMs` (checked from `windowMs` after the watch began): a client trickling a byte now
+ * and then would otherwise hold its connection, and the bytes it sent, up to `requestTimeoutMs`.
+ * The HTTP parser consumes the socket directly, so no `data` event shows progress: the socket's byte
+ * count does.
  */
-export function watchBodyIdle(raw: IncomingMessage, idleMs: number, onIdle: () => void): void {
+export function watchBody(raw: IncomingMessage, watch: BodyWatch, onStall: (stall: BodyStall) => void): void {
   const socket = raw.socket
-  const tick = Math.max(1, Math.ceil(idleMs / 4))
+  const now = watch.now ?? (() => performance.now())
+  const floor = watch.minBytesPerSecond
+  const tick = Math.max(1, Math.ceil(Math.min(watch.idleMs, floor > 0 ? watch.windowMs : Infinity) / 4))
   let seen = socket.bytesRead
   let quiet = 0
+  // Byte counts at each tick of the last window, oldest first; the first is at or before its start.
+  const samples: { t: number; bytes: number }[] = [{ t: now(), bytes: seen }]
   const stop = (): void => {
     clearInterval(timer)
     raw.off('end', stop)
     raw.off('close', stop)
   }
+  const stall = (s: BodyStall): void => {
+    stop()
+    onStall(s)
+  }
   const timer = setInterval(() => {
     if (raw.complete || socket.destroyed) return stop()
-    if (socket.bytesRead !== seen) {
-      seen = socket.bytesRead
+    const bytes = socket.bytesRead
+    if (bytes !== seen) {
+      seen = bytes
       quiet = 0
-      return
+    } else if (++quiet >= Math.ceil(watch.idleMs / tick)) {
+      // Enough quiet ticks: at least idleMs since the last byte.
+      return stall({ reason: 'idle', ms: watch.idleMs })
     }
-    // Four quiet ticks: at least idleMs since the last byte.
-    if (++quiet < 4) return
-    stop()
-    onIdle()
+    if (floor <= 0) return
+    const t = now()
+    samples.push({ t, bytes })
+    while (samples.length > 1 && (samples[1] as { t: number }).t <= t - watch.windowMs) samples.shift()
+    const from = samples[0] as { t: number; bytes: number }
+    const elapsed = t - from.t
+    if (elapsed < watch.windowMs) return
+    if ((bytes - from.bytes) * 1000 < floor * elapsed) {
+      stall({ reason: 'slow', bytes: bytes - from.bytes, ms: Math.round(elapsed) })
+    }
   }, tick)
   timer.unref()
   raw.once('end', stop)
