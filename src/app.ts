@@ -8,7 +8,7 @@ import Fastify, {
 import { authenticate } from './auth.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
-import { createClientErrorHandler, watchBody, writeRawError } from './http/connection.ts'
+import { createClientErrorHandler, lingerAfterAnswer, watchBody, writeRawError } from './http/connection.ts'
 import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
 import { accountRoutes } from './routes/account.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -47,10 +47,14 @@ const requestIdPattern = /^[0-9a-f]{32}$/
 
 /**
  * An answer sent before the request's body was read closes the connection: otherwise Node would read
- * (and discard) the rest of the body for as long as the client keeps sending it.
+ * (and discard) the rest of the body for as long as the client keeps sending it. The close lingers.
  */
 function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply): void {
-  if (!request.raw.complete) reply.header('connection', 'close')
+  if (request.raw.complete) return
+  reply.header('connection', 'close')
+  // What the client still sends is dropped for a while after the answer: a close with unread bytes
+  // would reset the connection and lose the answer (connection.ts).
+  lingerAfterAnswer(request.raw)
 }
 
 /** Builds the HTTP app. Never listens: server.ts does, tests use inject or listen on port 0. */

@@ -7,8 +7,47 @@ import type { Logger } from '../logger.ts'
 // bodies. The answer is still the error envelope, written as raw HTTP, and the connection is closed.
 
 /**
- * Writes `e` as a whole HTTP response on the socket, then closes it. Nothing is written when a
- * response has already started on this socket (it would corrupt it): the socket is only destroyed.
+ * How long a connection answered before its request was read stays half-open, dropping what the
+ * client still sends. A client that writes its whole request before reading the answer gets it in
+ * that time; closing with unread bytes instead makes the kernel reset the connection, which throws
+ * away the answer on the client's side (nginx's lingering close, `lingering_timeout` 5 s).
+ */
+export const LINGER_MS = 5_000
+
+/**
+ * Ends our side of the connection (the answer then a FIN) and reads and drops whatever the client
+ * still sends until it closes its side or `lingerMs` passes, then closes. `request`, when given, is
+ * resumed too: the HTTP parser stops reading the socket while a request's body is paused.
+ */
+export function closeLingering(socket: Socket, request?: IncomingMessage, lingerMs = LINGER_MS): void {
+  if (socket.destroyed) return
+  const timer = setTimeout(() => socket.destroy(), lingerMs)
+  timer.unref()
+  socket.once('close', () => clearTimeout(timer))
+  request?.resume()
+  // Without Node's HTTP parser on it (a raw answer) nothing else reads the socket.
+  if (socket.listenerCount('data') === 0) socket.on('data', () => {})
+  socket.resume()
+  socket.end()
+}
+
+const lingering = Symbol('junction.lingering')
+
+/**
+ * Makes Node's own close of this connection (after an answer with `connection: close`) a lingering
+ * one: Node calls `destroySoon` once that answer is written.
+ */
+export function lingerAfterAnswer(request: IncomingMessage, lingerMs = LINGER_MS): void {
+  const socket = request.socket as Socket & { destroySoon?: () => void; [lingering]?: true }
+  if (socket[lingering]) return
+  socket[lingering] = true
+  socket.destroySoon = () => closeLingering(socket, request, lingerMs)
+}
+
+/**
+ * Writes `e` as a whole HTTP response on the socket, then closes it (lingering). Nothing is written
+ * when a response has already started on this socket (it would corrupt it): the socket is only
+ * destroyed.
  */
 export function writeRawError(socket: Socket, e: GatewayError, requestId?: string): void {
   if (socket.destroyed) return
@@ -26,7 +65,8 @@ export function writeRawError(socket: Socket, e: GatewayError, requestId?: strin
     'connection: close',
   ]
   if (requestId !== undefined) head.push(`x-request-id: ${requestId}`)
-  socket.end(`${head.join('\r\n')}\r\n\r\n${body}`, () => socket.destroy())
+  socket.write(`${head.join('\r\n')}\r\n\r\n${body}`)
+  closeLingering(socket)
 }
 
 /** Node's HTTP parser and timeout errors → the envelope. */

@@ -13,8 +13,8 @@ import { GatewayError, formatPath, invalidRequest } from '../errors.ts'
  */
 export interface BodyBudget {
   /**
-   * Counts `bytes` as held by `account`: 'ok', or nothing counted and 'account' when that account's
-   * share would be passed, 'full' when the whole bound would.
+   * Counts `bytes` as held by `account`: 'ok', or nothing counted and 'full' when the whole bound
+   * would be passed, 'account' when that account's share would.
    */
   take(account: string, bytes: number): 'ok' | 'account' | 'full'
   release(account: string, bytes: number): void
@@ -32,8 +32,8 @@ export function createBodyBudget(maxBytes: number, perAccountBytes = maxBytes): 
   return {
     take(account, bytes) {
       const mine = byAccount.get(account) ?? 0
-      if (mine + bytes > perAccountBytes) return 'account'
       if (held + bytes > maxBytes) return 'full'
+      if (mine + bytes > perAccountBytes) return 'account'
       held += bytes
       byAccount.set(account, mine + bytes)
       return 'ok'
