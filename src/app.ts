@@ -45,6 +45,9 @@ export interface RequestFacts {
 
 const requestIdPattern = /^[0-9a-f]{32}$/
 
+/** The methods a 405's `Allow` may name. */
+const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
+
 /**
  * An answer sent before the request's body was read closes the connection: otherwise Node would read
  * (and discard) the rest of the body for as long as the client keeps sending it. The close lingers.
@@ -73,7 +76,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
         Math.max(10, Math.ceil(Math.min(server.headersTimeoutMs, server.requestTimeoutMs) / 10)),
       ),
     },
-    clientErrorHandler: createClientErrorHandler(deps.log),
+    clientErrorHandler: createClientErrorHandler(deps.log, () => deps.ids.request()),
     // A malformed URL or an over-long path parameter, refused before routing.
     frameworkErrors: (err, request, genericReply) => {
       const reply = genericReply as FastifyReply
@@ -169,11 +172,18 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
 
   app.setNotFoundHandler((request, reply) => {
-    const e = new GatewayError(
-      'route_not_found',
-      `no route for ${request.method} ${request.url.split('?')[0]}`,
-    )
+    const path = request.url.split('?')[0] ?? '/'
     closeIfBodyUnread(request, reply)
+    // A known path asked with another method: 405 and the methods it has (RFC 9110 §15.5.6).
+    const allowed = HTTP_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null)
+    if (allowed.length > 0) {
+      const e = new GatewayError(
+        'method_not_allowed',
+        `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}`,
+      )
+      return reply.code(405).header('allow', allowed.join(', ')).send(toErrorBody(e, request.id))
+    }
+    const e = new GatewayError('route_not_found', `no route for ${request.method} ${path}`)
     return reply.code(404).send(toErrorBody(e, request.id))
   })
 

@@ -86,6 +86,7 @@ export function toClientError(err: Error & { code?: string }): GatewayError {
 /** Fastify's `clientErrorHandler`: Node emits `clientError` for these; the socket is ours to close. */
 export function createClientErrorHandler(
   log: Logger,
+  newRequestId: () => string,
 ): (err: Error & { code?: string }, socket: Socket) => void {
   return (err, socket) => {
     // A reset connection has nobody to answer.
@@ -96,8 +97,10 @@ export function createClientErrorHandler(
     const e = toClientError(err)
     // Timeouts tell of slow or stuck clients; malformed requests are mostly scanners: kept out of info.
     const level = e.code === 'request_timeout' ? 'info' : 'debug'
-    log[level]({ code: err.code, status: e.status }, 'client error: closing the connection')
-    writeRawError(socket, e)
+    // No request was made of it, but its answer is found in the logs by an id like any other's.
+    const requestId = newRequestId()
+    log[level]({ code: err.code, status: e.status, reqId: requestId }, 'client error: closing the connection')
+    writeRawError(socket, e, requestId)
   }
 }
 
