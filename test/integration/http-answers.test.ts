@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
 import { sendJson, startFakeUpstream } from '../support/fake-upstream.ts'
 import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
@@ -86,7 +87,7 @@ describe('deployment headers on error answers', () => {
   ])(
     '%s: a 502 after every attempt failed names the deployment tried and the attempts',
     async (path, body) => {
-      const fail = (_req: unknown, res: import('node:http').ServerResponse) =>
+      const fail = (_req: unknown, res: ServerResponse) =>
         sendJson(res, 500, { error: { message: 'boom', type: 'server_error' } })
       const fake = await startFakeUpstream({ 'POST /v1/chat/completions': fail, 'POST /v1/embeddings': fail })
       cleanups.push(() => fake.close())
