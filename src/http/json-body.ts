@@ -108,15 +108,7 @@ export function createJsonBodyParser(
     function onData(chunk: Buffer): void {
       if (received + chunk.length > bodyLimit) return refuse(tooLarge(bodyLimit))
       const taken = budget.take(owner, chunk.length)
-      if (taken === 'account') {
-        return refuse(
-          new GatewayError(
-            'rate_limit_exceeded',
-            `this account is sending more request bodies at once than its share of the gateway (${budget.perAccountBytes} bytes); retry shortly`,
-            { headers: { 'retry-after': '1', 'x-ratelimit-scope': 'account-bodies' } },
-          ),
-        )
-      }
+      if (taken === 'account') return refuse(shareExceeded(budget))
       if (taken === 'full') {
         return refuse(
           new GatewayError('server_busy', 'the gateway is receiving too many request bodies; retry shortly', {
@@ -143,6 +135,15 @@ export function createJsonBodyParser(
     payload.on('close', onClose)
     payload.resume()
   }
+}
+
+/** 429 for an account holding its whole share of the body budget (its own limit, not the gateway's). */
+export function shareExceeded(budget: BodyBudget): GatewayError {
+  return new GatewayError(
+    'rate_limit_exceeded',
+    `this account is sending more request bodies at once than its share of the gateway (${budget.perAccountBytes} bytes); retry shortly`,
+    { headers: { 'retry-after': '1', 'x-ratelimit-scope': 'account-bodies' } },
+  )
 }
 
 function tooLarge(bodyLimit: number): GatewayError {

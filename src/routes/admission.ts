@@ -1,15 +1,19 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { admitRequest } from '../billing/metering.ts'
 import type { Deps } from '../deps.ts'
+import { shareExceeded } from '../http/json-body.ts'
 import type { AttemptRecord } from '../store/types.ts'
 
 // What the inference routes check before a request's body is read: the key and account (app.ts), then
-// the requests-per-minute limit and a balance above zero. A refused request's body is never read, so
+// the account's share of the body budget, the requests-per-minute limit and a balance above zero. A refused request's body is never read, so
 // a key with nothing left cannot hold body bytes others need (the answer closes the connection, app.ts).
 
 /** A route `onRequest` hook: 429/402 before the body; the request then counts once (`requestCounted`). */
 export function admitBeforeBody(deps: Deps) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    // An account already holding its share of the body budget would be refused at its first byte.
+    const budget = request.server.bodyBudget
+    if (budget.heldBy(request.account.id) >= budget.perAccountBytes) throw shareExceeded(budget)
     const admission = await admitRequest(deps, request.account, deps.now())
     reply.headers(admission.headers)
     request.junction.requestCounted = true

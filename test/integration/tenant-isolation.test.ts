@@ -191,4 +191,26 @@ describe('slow bodies of one account', () => {
     await vi.waitFor(() => expect(gw.app.bodyBudget.held).toBe(0))
     expect(fake.requests.filter((r) => r.url.includes('chat'))).toHaveLength(1)
   })
+
+  it('an account holding its whole share is refused before any byte of its next body', async () => {
+    const { gw } = await setup({
+      maxBufferedBodyBytes: 4_000,
+      maxBufferedBodyBytesPerAccount: 1_000,
+      bodyMinBytesPerSecond: 0,
+      bodyIdleTimeoutMs: 60_000,
+    })
+    const holder = await raw(gw)
+    await holder.send(
+      jsonHead('/v1/chat/completions', 100_000, 'sk-tenant-a') + `{"model":"${'m'.repeat(990)}`,
+    )
+    await vi.waitFor(() => expect(gw.app.bodyBudget.heldBy('a')).toBe(1_000))
+    const next = await raw(gw)
+    await next.send(jsonHead('/v1/chat/completions', 100, 'sk-tenant-a'))
+    const res = await next.response()
+    expect(res.status).toBe(429)
+    expect(JSON.parse(res.body).error.code).toBe('rate_limit_exceeded')
+    expect(res.headers['x-ratelimit-scope']).toBe('account-bodies')
+    // b is not concerned.
+    expect((await post(gw, '/v1/chat/completions', 'sk-tenant-b', hello)).status).toBe(200)
+  })
 })
