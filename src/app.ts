@@ -8,7 +8,14 @@ import Fastify, {
 import { authenticate } from './auth.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
-import { createClientErrorHandler, lingerAfterAnswer, watchBody, writeRawError } from './http/connection.ts'
+import {
+  createClientErrorHandler,
+  createLingerSlots,
+  lingerAfterAnswer,
+  watchBody,
+  writeRawError,
+  type LingerSlots,
+} from './http/connection.ts'
 import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
 import { accountRoutes } from './routes/account.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -28,6 +35,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Bytes of JSON bodies still arriving, across all connections (bounded by maxBufferedBodyBytes). */
     bodyBudget: BodyBudget
+    /** Connections lingering after an early answer, per account (http/connection.ts). */
+    lingerSlots: LingerSlots
   }
   interface FastifyRequest {
     /** What the request's one log line and its metrics report. */
@@ -56,9 +65,13 @@ function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply): void {
   if (request.raw.complete) return
   reply.header('connection', 'close')
   // What the client still sends is dropped for a while after the answer: a close with unread bytes
-  // would reset the connection and lose the answer (connection.ts).
-  lingerAfterAnswer(request.raw)
+  // would reset the connection and lose the answer (connection.ts). Per account ('' without one).
+  const account = (request.account as { id: string } | null)?.id ?? ''
+  lingerAfterAnswer(request.raw, request.server.lingerSlots, account)
 }
+
+/** Connections of one account (or of requests without one) lingering at once, at most. */
+const LINGER_SLOTS_PER_ACCOUNT = 4
 
 /** Builds the HTTP app. Never listens: server.ts does, tests use inject or listen on port 0. */
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
@@ -98,6 +111,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
   app.decorateRequest('account', null as never)
   app.decorateRequest('junction', null as never)
+  app.decorate('lingerSlots', createLingerSlots(LINGER_SLOTS_PER_ACCOUNT))
   app.decorate(
     'bodyBudget',
     createBodyBudget(server.maxBufferedBodyBytes, server.maxBufferedBodyBytesPerAccount),

@@ -33,14 +33,51 @@ export function closeLingering(socket: Socket, request?: IncomingMessage, linger
 
 const lingering = Symbol('junction.lingering')
 
+/** Lingering connections per key (an account), bounded: what one tenant's flood can make us read. */
+export interface LingerSlots {
+  /** Takes a slot for `key`; false when it already has `maxPerKey`. */
+  take(key: string): boolean
+  release(key: string): void
+  count(key: string): number
+}
+
+export function createLingerSlots(maxPerKey: number): LingerSlots {
+  const counts = new Map<string, number>()
+  return {
+    take(key) {
+      const n = counts.get(key) ?? 0
+      if (n >= maxPerKey) return false
+      counts.set(key, n + 1)
+      return true
+    },
+    release(key) {
+      const n = (counts.get(key) ?? 0) - 1
+      if (n > 0) counts.set(key, n)
+      else counts.delete(key)
+    },
+    count(key) {
+      return counts.get(key) ?? 0
+    },
+  }
+}
+
 /**
  * Makes Node's own close of this connection (after an answer with `connection: close`) a lingering
- * one: Node calls `destroySoon` once that answer is written.
+ * one: Node calls `destroySoon` once that answer is written. A key (account) with all its slots
+ * lingering already gets the plain close: a client opening connection after connection with bodies
+ * it knows are refused would otherwise make the gateway read them all.
  */
-export function lingerAfterAnswer(request: IncomingMessage, lingerMs = LINGER_MS): void {
+export function lingerAfterAnswer(
+  request: IncomingMessage,
+  slots: LingerSlots,
+  key: string,
+  lingerMs = LINGER_MS,
+): void {
   const socket = request.socket as Socket & { destroySoon?: () => void; [lingering]?: true }
   if (socket[lingering]) return
+  if (!slots.take(key)) return
   socket[lingering] = true
+  socket.once('close', () => slots.release(key))
   socket.destroySoon = () => closeLingering(socket, request, lingerMs)
 }
 

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import type { IncomingMessage } from 'node:http'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { watchBody, type BodyStall } from '../../../src/http/connection.ts'
+import { createLingerSlots, watchBody, type BodyStall } from '../../../src/http/connection.ts'
 
 // watchBody with fake timers and a fake request: the socket's byte count is what it watches.
 
@@ -79,5 +79,20 @@ describe('watchBody', () => {
     expect(stalls).toEqual([])
     vi.advanceTimersByTime(101)
     expect(stalls).toEqual([{ reason: 'idle', ms: 400 }])
+  })
+})
+
+describe('createLingerSlots', () => {
+  it('bounds the lingering connections of each key, and frees a slot on release', () => {
+    const slots = createLingerSlots(2)
+    expect(slots.take('a')).toBe(true)
+    expect(slots.take('a')).toBe(true)
+    expect(slots.take('a')).toBe(false)
+    expect(slots.take('b')).toBe(true)
+    slots.release('a')
+    expect(slots.count('a')).toBe(1)
+    expect(slots.take('a')).toBe(true)
+    slots.release('b')
+    expect(slots.count('b')).toBe(0)
   })
 })
