@@ -88,7 +88,7 @@ export function discountFor(account: Account, slug: string): number {
 
 /**
  * Throws 429 (a per-minute limit) or 402 (no credits left); otherwise holds the discounted cost bound.
- * Both limits are checked in one all-or-nothing step. A request refused with 402 has passed the rate
+ * Both limits are checked in one all-or-nothing step (only the tokens one with `requestCounted`). A request refused with 402 has passed the rate
  * limits and still counts in them: it was a request, and undoing it would cost another round trip.
  */
 export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admission> {
