@@ -8,7 +8,14 @@ import Fastify, {
 import { authenticate } from './auth.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
-import { createClientErrorHandler, watchBodyIdle, writeRawError } from './http/connection.ts'
+import {
+  createClientErrorHandler,
+  createLingerSlots,
+  lingerAfterAnswer,
+  watchBody,
+  writeRawError,
+  type LingerSlots,
+} from './http/connection.ts'
 import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
 import { accountRoutes } from './routes/account.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -29,6 +36,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Bytes of JSON bodies still arriving, across all connections (bounded by maxBufferedBodyBytes). */
     bodyBudget: BodyBudget
+    /** Connections lingering after an early answer, per account (http/connection.ts). */
+    lingerSlots: LingerSlots
   }
   interface FastifyRequest {
     /** What the request's one log line and its metrics report. */
@@ -46,20 +55,32 @@ export interface RequestFacts {
   aborted?: boolean
   /** The request's line was written (exactly once, whichever way it ended). */
   logged?: boolean
+  /** The requests-per-minute limit counted this request before its body was read (routes/admission.ts). */
+  requestCounted?: boolean
 }
 
 const requestIdPattern = /^[0-9a-f]{32}$/
 
+/** The methods a 405's `Allow` may name. */
+const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
+
 /**
  * An answer sent before the request's body was read closes the connection: otherwise Node would read
- * (and discard) the rest of the body for as long as the client keeps sending it.
+ * (and discard) the rest of the body for as long as the client keeps sending it. The close lingers.
  */
 function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply): void {
-  if (!request.raw.complete) reply.header('connection', 'close')
+  if (request.raw.complete) return
+  reply.header('connection', 'close')
+  // What the client still sends is dropped for a while after the answer: a close with unread bytes
+  // would reset the connection and lose the answer (connection.ts). Per account ('' without one).
+  const account = (request.account as { id: string } | null)?.id ?? ''
+  lingerAfterAnswer(request.raw, request.server.lingerSlots, account)
 }
 
 const isStream = (payload: unknown): payload is NodeJS.ReadableStream =>
   typeof (payload as { pipe?: unknown } | null)?.pipe === 'function'
+/** Connections of one account (or of requests without one) lingering at once, at most. */
+const LINGER_SLOTS_PER_ACCOUNT = 4
 
 /** Builds the HTTP app. Never listens: server.ts does, tests use inject or listen on port 0. */
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
@@ -77,7 +98,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
         Math.max(10, Math.ceil(Math.min(server.headersTimeoutMs, server.requestTimeoutMs) / 10)),
       ),
     },
-    clientErrorHandler: createClientErrorHandler(deps.log),
+    clientErrorHandler: createClientErrorHandler(deps.log, () => deps.ids.request()),
     // A malformed URL or an over-long path parameter, refused before routing.
     frameworkErrors: (err, request, genericReply) => {
       const reply = genericReply as FastifyReply
@@ -99,7 +120,11 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
   app.decorateRequest('account', null as never)
   app.decorateRequest('junction', null as never)
-  app.decorate('bodyBudget', createBodyBudget(server.maxBufferedBodyBytes))
+  app.decorate('lingerSlots', createLingerSlots(LINGER_SLOTS_PER_ACCOUNT))
+  app.decorate(
+    'bodyBudget',
+    createBodyBudget(server.maxBufferedBodyBytes, server.maxBufferedBodyBytesPerAccount),
+  )
   // Every body the API takes is JSON (multipart is added per route); plain text is a 415.
   app.removeContentTypeParser('text/plain')
   app.removeContentTypeParser('application/json')
@@ -141,17 +166,23 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     done()
   })
 
-  // A body that stops arriving is cut: requestTimeoutMs bounds the whole request, this its silences.
-  // Checked after auth, so only bodies a client was allowed to send are watched.
+  // A body that stops arriving, or arrives slower than the floor, is cut: requestTimeoutMs bounds the
+  // whole request, this its silences and its trickles. Checked after auth and admission, so only
+  // bodies a client was allowed to send are watched.
+  const bodyWatch = {
+    idleMs: server.bodyIdleTimeoutMs,
+    minBytesPerSecond: server.bodyMinBytesPerSecond,
+    windowMs: server.bodyRateWindowMs,
+  }
   app.addHook('preParsing', (request, reply, payload, done) => {
     if (!request.raw.complete) {
-      watchBodyIdle(request.raw, server.bodyIdleTimeoutMs, () => {
-        request.log.info({ idleMs: server.bodyIdleTimeoutMs }, 'request body stalled: connection closed')
-        const e = new GatewayError(
-          'request_timeout',
-          `no byte of the request body arrived for ${server.bodyIdleTimeoutMs} ms`,
-        )
-        writeRawError(request.raw.socket, e, request.id)
+      watchBody(request.raw, bodyWatch, (stall) => {
+        const message =
+          stall.reason === 'idle'
+            ? `no byte of the request body arrived for ${stall.ms} ms`
+            : `the request body arrived slower than ${server.bodyMinBytesPerSecond} bytes per second (${stall.bytes} bytes in ${stall.ms} ms)`
+        request.log.info({ ...stall }, 'request body stalled: connection closed')
+        writeRawError(request.raw.socket, new GatewayError('request_timeout', message), request.id)
       })
     }
     done(null, payload)
@@ -173,11 +204,18 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
 
   app.setNotFoundHandler((request, reply) => {
-    const e = new GatewayError(
-      'route_not_found',
-      `no route for ${request.method} ${request.url.split('?')[0]}`,
-    )
+    const path = request.url.split('?')[0] ?? '/'
     closeIfBodyUnread(request, reply)
+    // A known path asked with another method: 405 and the methods it has (RFC 9110 §15.5.6).
+    const allowed = HTTP_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null)
+    if (allowed.length > 0) {
+      const e = new GatewayError(
+        'method_not_allowed',
+        `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}`,
+      )
+      return reply.code(405).header('allow', allowed.join(', ')).send(toErrorBody(e, request.id))
+    }
+    const e = new GatewayError('route_not_found', `no route for ${request.method} ${path}`)
     return reply.code(404).send(toErrorBody(e, request.id))
   })
 

@@ -210,6 +210,12 @@ export interface Config {
     bodyIdleTimeoutMs: number
     /** Bytes of unfinished JSON bodies held across all connections; past it new bytes are refused (503). */
     maxBufferedBodyBytes: number
+    /** The most of maxBufferedBodyBytes one account may hold; past it its new bytes are refused (429). */
+    maxBufferedBodyBytesPerAccount: number
+    /** Slowest a request body may arrive, in bytes per second over bodyRateWindowMs (408 below it); 0: no floor. */
+    bodyMinBytesPerSecond: number
+    /** The window of the rate floor, and the grace before it is first checked. */
+    bodyRateWindowMs: number
     /** Deepest nesting of objects and arrays a JSON body may have (400 `too_deep` past it). */
     maxJsonDepth: number
   }
@@ -467,6 +473,9 @@ const fileSchema = z
         headersTimeoutMs: z.number().int().positive().optional(),
         bodyIdleTimeoutMs: z.number().int().positive().optional(),
         maxBufferedBodyBytes: z.number().int().positive().optional(),
+        maxBufferedBodyBytesPerAccount: z.number().int().positive().optional(),
+        bodyMinBytesPerSecond: z.number().int().min(0).optional(),
+        bodyRateWindowMs: z.number().int().positive().optional(),
         maxJsonDepth: z.number().int().min(2).max(1000).optional(),
       })
       .strict()
@@ -676,19 +685,28 @@ export function loadConfig(
   }
 
   const requestTimeoutMs = file.server.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
+  const bodyLimitBytes = e.GATEWAY_BODY_LIMIT_BYTES ?? file.server.bodyLimitBytes ?? 10 * 1024 * 1024
+  const maxBufferedBodyBytes = file.server.maxBufferedBodyBytes ?? 256 * 1024 * 1024
   const config: Config = {
     env: nodeEnv,
     server: {
       host: e.HOST ?? file.server.host ?? '0.0.0.0',
       port: e.PORT ?? file.server.port ?? 8080,
-      bodyLimitBytes: e.GATEWAY_BODY_LIMIT_BYTES ?? file.server.bodyLimitBytes ?? 10 * 1024 * 1024,
+      bodyLimitBytes,
       shutdownGraceMs: e.GATEWAY_SHUTDOWN_GRACE_MS ?? file.server.shutdownGraceMs ?? 30_000,
       logLevel: e.LOG_LEVEL ?? file.server.logLevel ?? 'info',
       keepAliveTimeoutMs: file.server.keepAliveTimeoutMs ?? 72_000,
       requestTimeoutMs,
       headersTimeoutMs: file.server.headersTimeoutMs ?? Math.min(30_000, requestTimeoutMs),
       bodyIdleTimeoutMs: file.server.bodyIdleTimeoutMs ?? 30_000,
-      maxBufferedBodyBytes: file.server.maxBufferedBodyBytes ?? 256 * 1024 * 1024,
+      maxBufferedBodyBytes,
+      maxBufferedBodyBytesPerAccount: Math.min(
+        maxBufferedBodyBytes,
+        file.server.maxBufferedBodyBytesPerAccount ??
+          Math.max(bodyLimitBytes, Math.floor(maxBufferedBodyBytes / 4)),
+      ),
+      bodyMinBytesPerSecond: file.server.bodyMinBytesPerSecond ?? 1024,
+      bodyRateWindowMs: file.server.bodyRateWindowMs ?? 10_000,
       maxJsonDepth: file.server.maxJsonDepth ?? 64,
     },
     limits: {

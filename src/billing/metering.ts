@@ -65,6 +65,11 @@ export interface AdmitRequest {
   /** How long the reservation holds without renewal. */
   ttlMs: number
   now: number
+  /**
+   * The requests-per-minute limit already counted this request (`admitRequest`, before its body was
+   * read): only the tokens-per-minute limit is checked here, so no request counts twice.
+   */
+  requestCounted?: boolean
 }
 
 export interface Admission {
@@ -89,7 +94,7 @@ export function discountFor(account: Account, slug: string): number {
 
 /**
  * Throws 429 (a per-minute limit) or 402 (no credits left); otherwise holds the discounted cost bound.
- * Both limits are checked in one all-or-nothing step. A request refused with 402 has passed the rate
+ * Both limits are checked in one all-or-nothing step (only the tokens one with `requestCounted`). A request refused with 402 has passed the rate
  * limits and still counts in them: it was a request, and undoing it would cost another round trip.
  */
 export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admission> {
@@ -98,7 +103,8 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
   const rpmLimit = r.account.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute
   const tpmLimit = r.account.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute
   const checks = []
-  if (rpmLimit !== undefined) checks.push({ key: rpmKey(r.account.id), amount: 1, limit: rpmLimit })
+  if (rpmLimit !== undefined && r.requestCounted !== true)
+    checks.push({ key: rpmKey(r.account.id), amount: 1, limit: rpmLimit })
   if (tpmLimit !== undefined)
     checks.push({ key: tpmKey(r.account.id), amount: r.tokenEstimate, limit: tpmLimit })
   let headers: Record<string, string> = {}
@@ -109,7 +115,9 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
       const refused = decisions[i] ?? (decisions[0] as RateDecision)
       throw rateLimited(checks[i]?.key.startsWith('rpm:') ? 'requests' : 'tokens', refused, r.now)
     }
-    headers = rateHeaders(decisions[0] as RateDecision, r.now)
+    // The answer's X-RateLimit-* describe the requests limit when there is one (set at its check).
+    if (rpmLimit === undefined || r.requestCounted !== true)
+      headers = rateHeaders(decisions[0] as RateDecision, r.now)
   }
   const discountPpm = r.discountPpm ?? discountFor(r.account, r.slug)
   const reservation = await store.ledger.reserve(
@@ -121,6 +129,43 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
   )
   if (!reservation) throw new GatewayError('insufficient_credits', 'the account has no credits left')
   return { reservation, discountPpm, tokenEstimate: tpmLimit === undefined ? null : r.tokenEstimate, headers }
+}
+
+export interface RequestAdmission {
+  /** X-RateLimit-* headers of the requests-per-minute limit ({} when the account has none). */
+  headers: Record<string, string>
+}
+
+/**
+ * What can be checked before a request's body is read (nothing of it is known yet): counts the request
+ * against the requests-per-minute limit (429), then refuses with 402 an account with nothing left to
+ * hold (credits − usage − open reservations not above zero). The exact reservation waits for the body
+ * (`admit`, with `requestCounted`). Like `admit`, a 402 still counts as a request.
+ */
+export async function admitRequest(
+  deps: Pick<MeteringDeps, 'store' | 'config'>,
+  account: Account,
+  now: number,
+  check: { credits: boolean } = { credits: true },
+): Promise<RequestAdmission> {
+  const limit = account.rateLimits.requestsPerMinute ?? deps.config.limits.defaultRateLimits.requestsPerMinute
+  let headers: Record<string, string> = {}
+  if (limit !== undefined) {
+    const { allowed, decisions } = await deps.store.rateLimits.consume(
+      [{ key: rpmKey(account.id), amount: 1, limit }],
+      RATE_WINDOW_MS,
+      now,
+    )
+    const d = decisions[0] as RateDecision
+    if (!allowed) throw rateLimited('requests', d, now)
+    headers = rateHeaders(d, now)
+  }
+  if (!check.credits) return { headers }
+  const c = await deps.store.ledger.credits(account.id, now)
+  if (c.totalCredits - c.totalUsage - c.reserved <= 0n) {
+    throw new GatewayError('insufficient_credits', 'the account has no credits left')
+  }
+  return { headers }
 }
 
 /**

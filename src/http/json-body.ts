@@ -6,29 +6,52 @@ import { GatewayError, formatPath, invalidRequest } from '../errors.ts'
 // too-deep nesting before JSON.parse builds anything, then parses. It replaces Fastify's parser, so
 // every JSON route (and its error messages) goes through here.
 
-/** Bytes of JSON bodies still arriving, across all connections: what slow clients can pin. */
+/**
+ * Bytes of JSON bodies still arriving, across all connections: what slow clients can pin. Each account
+ * holds at most `perAccountBytes` of it, so one account's slow bodies leave the rest to the others
+ * (with the defaults, a quarter of the whole: four accounts must misbehave at once to fill it).
+ */
 export interface BodyBudget {
-  /** Counts `bytes` as held; false (and nothing counted) when that would pass the bound. */
-  take(bytes: number): boolean
-  release(bytes: number): void
-  /** Bytes held right now. */
+  /**
+   * Counts `bytes` as held by `account`: 'ok', or nothing counted and 'full' when the whole bound
+   * would be passed, 'account' when that account's share would.
+   */
+  take(account: string, bytes: number): 'ok' | 'account' | 'full'
+  release(account: string, bytes: number): void
+  /** Bytes held right now, by everyone. */
   readonly held: number
+  /** Bytes the account holds right now. */
+  heldBy(account: string): number
+  readonly maxBytes: number
+  readonly perAccountBytes: number
 }
 
-export function createBodyBudget(maxBytes: number): BodyBudget {
+export function createBodyBudget(maxBytes: number, perAccountBytes = maxBytes): BodyBudget {
   let held = 0
+  const byAccount = new Map<string, number>()
   return {
-    take(bytes) {
-      if (held + bytes > maxBytes) return false
+    take(account, bytes) {
+      const mine = byAccount.get(account) ?? 0
+      if (held + bytes > maxBytes) return 'full'
+      if (mine + bytes > perAccountBytes) return 'account'
       held += bytes
-      return true
+      byAccount.set(account, mine + bytes)
+      return 'ok'
     },
-    release(bytes) {
+    release(account, bytes) {
       held -= bytes
+      const left = (byAccount.get(account) ?? 0) - bytes
+      if (left > 0) byAccount.set(account, left)
+      else byAccount.delete(account)
     },
     get held() {
       return held
     },
+    heldBy(account) {
+      return byAccount.get(account) ?? 0
+    },
+    maxBytes,
+    perAccountBytes,
   }
 }
 
@@ -50,6 +73,8 @@ export function createJsonBodyParser(
       done(tooLarge(bodyLimit))
       return
     }
+    // The account the bytes count against; '' for the routes without one (admin, health).
+    const owner = (request.account as { id: string } | null)?.id ?? ''
     const chunks: Buffer[] = []
     let received = 0
     let finished = false
@@ -72,7 +97,7 @@ export function createJsonBodyParser(
         }
       }
       // Held until parsed: the text and the parse are the memory this budget is about.
-      budget.release(received)
+      budget.release(owner, received)
       done(error, value)
     }
     const refuse = (err: GatewayError): void => {
@@ -82,7 +107,9 @@ export function createJsonBodyParser(
     }
     function onData(chunk: Buffer): void {
       if (received + chunk.length > bodyLimit) return refuse(tooLarge(bodyLimit))
-      if (!budget.take(chunk.length)) {
+      const taken = budget.take(owner, chunk.length)
+      if (taken === 'account') return refuse(shareExceeded(budget))
+      if (taken === 'full') {
         return refuse(
           new GatewayError('server_busy', 'the gateway is receiving too many request bodies; retry shortly', {
             headers: { 'retry-after': '1' },
@@ -108,6 +135,15 @@ export function createJsonBodyParser(
     payload.on('close', onClose)
     payload.resume()
   }
+}
+
+/** 429 for an account holding its whole share of the body budget (its own limit, not the gateway's). */
+export function shareExceeded(budget: BodyBudget): GatewayError {
+  return new GatewayError(
+    'rate_limit_exceeded',
+    `this account is sending more request bodies at once than its share of the gateway (${budget.perAccountBytes} bytes); retry shortly`,
+    { headers: { 'retry-after': '1', 'x-ratelimit-scope': 'account-bodies' } },
+  )
 }
 
 function tooLarge(bodyLimit: number): GatewayError {

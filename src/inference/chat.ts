@@ -15,7 +15,7 @@ import type { Logger } from '../logger.ts'
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers/types.ts'
 import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
-import type { Account, GenerationRecord } from '../store/types.ts'
+import type { Account, AttemptRecord, GenerationRecord } from '../store/types.ts'
 import type { Metrics } from '../metrics.ts'
 import { carriesAnswer } from '../providers/shared/stream.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
@@ -45,8 +45,17 @@ export interface ChatInput {
   /** Fires when the client goes away: the upstream call is aborted. */
   signal: AbortSignal
   log: Logger
-  /** Called once the request is admitted, before any upstream call: its answer, error or not, carries these. */
-  onAdmitted?: (generationId: string, headers: Record<string, string>) => void
+  /**
+   * Called once the request is admitted, before any upstream call: its answer, error or not, carries
+   * these; `attempts` is the generation's list of upstream calls, filled as they are made.
+   */
+  onAdmitted?: (
+    generationId: string,
+    headers: Record<string, string>,
+    attempts: readonly AttemptRecord[],
+  ) => void
+  /** The requests-per-minute limit already counted this request (before its body was read). */
+  requestCounted?: boolean
   /** Called once the generation is settled, with its record (the request's log line reads it). */
   onRecord?: (record: GenerationRecord | null) => void
   /** W3C trace context for the upstream calls. */
@@ -98,9 +107,10 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     outputTokenBound: outputBound,
     // Bytes/4 is the usual tokens-per-text rule of thumb; the answer corrects it afterwards.
     tokenEstimate: Math.ceil(promptBound / 4) + Math.min(outputBound, 4_096),
+    requestCounted: input.requestCounted,
     onRecord: input.onRecord,
   })
-  input.onAdmitted?.(generation.id, generation.headers)
+  input.onAdmitted?.(generation.id, generation.headers, generation.attempts)
   // The reservation assumed this output bound: every upstream is told it, so it holds.
   const upstreamReq: ChatRequest =
     clientLimit === undefined || clientLimit === null

@@ -2,7 +2,7 @@ import { countTokens as defaultCount, embeddingTokenBound } from '../billing/tok
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { EmbeddingsRequest, EmbeddingsResponse } from '../providers/types.ts'
-import type { Account, GenerationRecord } from '../store/types.ts'
+import type { Account, AttemptRecord, GenerationRecord } from '../store/types.ts'
 import { answerHeaders, attemptContext, type InferenceDeps } from './chat.ts'
 import { tryCandidates } from './attempts.ts'
 import { beginGeneration } from './generation.ts'
@@ -13,8 +13,17 @@ export interface EmbeddingsInput {
   api: string
   signal: AbortSignal
   log: Logger
-  /** Called once the request is admitted, before any upstream call: its answer, error or not, carries these. */
-  onAdmitted?: (generationId: string, headers: Record<string, string>) => void
+  /**
+   * Called once the request is admitted, before any upstream call: its answer, error or not, carries
+   * these; `attempts` is the generation's list of upstream calls, filled as they are made.
+   */
+  onAdmitted?: (
+    generationId: string,
+    headers: Record<string, string>,
+    attempts: readonly AttemptRecord[],
+  ) => void
+  /** The requests-per-minute limit already counted this request (before its body was read). */
+  requestCounted?: boolean
   onRecord?: (record: GenerationRecord | null) => void
   traceparent?: string
 }
@@ -51,9 +60,10 @@ export async function createEmbeddings(
     promptTokenBound: bound,
     outputTokenBound: 0,
     tokenEstimate: Math.ceil(bound / 4),
+    requestCounted: input.requestCounted,
     onRecord: input.onRecord,
   })
-  input.onAdmitted?.(generation.id, generation.headers)
+  input.onAdmitted?.(generation.id, generation.headers, generation.attempts)
   const estimate = async () => ({ promptTokens: await count(inputText(req)), completionTokens: 0 })
   const promptTokens = async () => (await estimate()).promptTokens
   const ctx = attemptContext(deps, generation, signal, log, promptTokens, input.traceparent)

@@ -42,6 +42,8 @@ export interface BeginGeneration {
   promptTokenBound: number
   outputTokenBound: number
   tokenEstimate: number
+  /** The requests-per-minute limit already counted this request (see `admit`). */
+  requestCounted?: boolean
   /** Called once with the record when the generation is settled (null when nothing was billed). */
   onRecord?: (record: GenerationRecord | null) => void
 }
@@ -98,6 +100,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     tokenEstimate: b.tokenEstimate,
     ttlMs: deps.config.limits.reservationTtlMs,
     now: startedAt,
+    requestCounted: b.requestCounted,
   })
   const reservation = { id: admission.reservation.id, accountId: admission.reservation.accountId }
   const stopRenewing = deps.renewals.hold(reservation)

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import type { Deps } from '../deps.ts'
+import { admitBeforeBody } from './admission.ts'
 
 // decisions.md, Predictions: create (returns at once), look up, cancel. The work is in tasks/.
 
@@ -12,11 +13,16 @@ export const predictionsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app,
   const { predictions } = deps
   const origin = (request: FastifyRequest) => requestOrigin(request, deps.config.predictions.publicUrl)
 
-  app.post('/v1/predictions', async (request) => {
+  // A repeat with an Idempotency-Key gets its first task whatever the balance: the service checks.
+  const onRequest = admitBeforeBody(deps, {
+    checkCredits: (request) => request.headers['idempotency-key'] === undefined,
+  })
+  app.post('/v1/predictions', { onRequest }, async (request) => {
     const key = request.headers['idempotency-key']
     const task = await predictions.create(request.account, request.body, {
       idempotencyKey: typeof key === 'string' ? key : undefined,
       origin: origin(request),
+      requestCounted: request.junction.requestCounted,
     })
     return { data: { task_id: task.id, task_status: task.status }, request_id: request.id }
   })

@@ -47,6 +47,8 @@ export interface CreateOptions {
   idempotencyKey?: string
   /** Origin of the creating request, for the output URLs of the webhook when no public URL is set. */
   origin: string
+  /** The requests-per-minute limit already counted this request (before its body was read). */
+  requestCounted?: boolean
 }
 
 export interface Predictions {
@@ -149,6 +151,7 @@ export function createPredictions(d: PredictionsDeps): Predictions {
       tokenEstimate: 0,
       ttlMs: p.maxTaskMs + HOLD_MARGIN_MS,
       now,
+      requestCounted: options.requestCounted,
     })
     const task: TaskRecord = {
       id,

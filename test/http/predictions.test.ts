@@ -523,9 +523,10 @@ describe.each(['memory', 'sqlite'] as const)('POST /v1/predictions â†’ runner â†
   })
 
   it('Idempotency-Key: a retry returns its task whatever the balance (the first hold uses it all)', async () => {
-    // $0.20: one mock/video-a task holds $0.16 (720P, 8 s), so a second task would be 402.
+    // $0.16: one mock/video-a task holds $0.16 (720P, 8 s), all of it, so a second task is 402 (and
+    // so is any request checked for a balance above zero before its body is read).
     const { gw, script, step } = await setup({
-      accounts: [{ id: 'tight', keys: [{ sha256: hashKey('sk-tight') }], credits: 0.2 }],
+      accounts: [{ id: 'tight', keys: [{ sha256: hashKey('sk-tight') }], credits: 0.16 }],
     })
     const send = (key: string) =>
       gw.app.inject({

@@ -51,13 +51,13 @@ describe('README claims', () => {
     expect(res.json().error.code).toBe('invalid_api_key')
   })
 
-  it('requests refused before admission do not count against the rate limit', async () => {
+  it('only authenticated inference requests count against the rate limit, counted before their body is read', async () => {
     const admin = { authorization: 'Bearer admin-key-for-claims-0001', 'content-type': 'application/json' }
     await gw.app.inject({
       method: 'POST',
       url: '/admin/accounts',
       headers: admin,
-      payload: { id: 'counted', credits: 1, rate_limits: { requests_per_minute: 1 } },
+      payload: { id: 'counted', credits: 1, rate_limits: { requests_per_minute: 2 } },
     })
     const key = (
       await gw.app.inject({
@@ -74,8 +74,16 @@ describe('README claims', () => {
         headers: as,
         payload: { model, messages: [{ role: 'user', content: 'hi' }] },
       })
-    expect((await chat('no/such-model')).statusCode).toBe(404)
+    const unknownKey = await gw.app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      headers: { ...as, authorization: 'Bearer sk-not-a-key-0001' },
+      payload: { model: 'mock/chat', messages: [{ role: 'user', content: 'hi' }] },
+    })
+    expect(unknownKey.statusCode).toBe(401)
     expect((await gw.app.inject({ url: '/v1/models', headers: as })).statusCode).toBe(200)
+    // Counted before its body is read, so a request whose body is then refused counts too.
+    expect((await chat('no/such-model')).statusCode).toBe(404)
     expect((await chat('mock/chat')).statusCode).toBe(200)
     const refused = await chat('mock/chat')
     expect(refused.statusCode).toBe(429)

@@ -656,7 +656,8 @@ describe('files are per account', () => {
       file: {
         accounts: [
           { id: 'alice', keys: ['sk-alice-0123456789'] },
-          { id: 'bob', keys: ['sk-bob-0123456789'] },
+          // Credits: a chat from an account with none is refused (402) before its body is read.
+          { id: 'bob', keys: ['sk-bob-0123456789'], credits: 1 },
         ],
       },
       listen: true,

@@ -82,12 +82,27 @@ describe('parseJsonBody', () => {
 describe('createBodyBudget', () => {
   it('counts bytes up to the bound and refuses past it', () => {
     const budget = createBodyBudget(10)
-    expect(budget.take(6)).toBe(true)
-    expect(budget.take(5)).toBe(false)
+    expect(budget.take('a', 6)).toBe('ok')
+    expect(budget.take('b', 5)).toBe('full')
     expect(budget.held).toBe(6)
-    budget.release(6)
-    expect(budget.take(10)).toBe(true)
+    budget.release('a', 6)
+    expect(budget.take('b', 10)).toBe('ok')
     expect(budget.held).toBe(10)
+  })
+
+  it("holds each account to its share, and another account's bytes still fit", () => {
+    const budget = createBodyBudget(100, 40)
+    expect(budget.take('a', 30)).toBe('ok')
+    expect(budget.take('a', 11)).toBe('account')
+    expect(budget.take('a', 10)).toBe('ok')
+    expect(budget.heldBy('a')).toBe(40)
+    expect(budget.take('b', 40)).toBe('ok')
+    expect(budget.take('c', 21)).toBe('full')
+    expect(budget.take('c', 20)).toBe('ok')
+    expect(budget.held).toBe(100)
+    budget.release('a', 40)
+    expect(budget.heldBy('a')).toBe(0)
+    expect(budget.held).toBe(60)
   })
 })
 
