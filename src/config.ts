@@ -7,7 +7,7 @@ import type { ProviderKind, RetryPolicy, UpstreamConfig } from './providers/type
 import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
 import type { MediaFamily } from './providers/async-media/types.ts'
 import { compilePrice, type PriceTable } from './billing/prices.ts'
-import { buildModelTable } from './routing/model-table.ts'
+import { buildModelTable, ModelNameConflict } from './routing/model-table.ts'
 import { checkModelPrices } from './routing/price-check.ts'
 import { isWebhookSecret } from './tasks/webhook-signing.ts'
 import { toPpm, usd, usdRounded, type Money } from './billing/money.ts'
@@ -48,6 +48,8 @@ export interface ModelConfig {
   routing?: 'priority' | 'round_robin' | 'least_latency'
   /** Image, video and speech models: the input rules their predictions follow. */
   family?: MediaFamily
+  /** Other names requests may use for this model (bare vendor names such as `gpt-5`). */
+  aliases: string[]
   deployments: DeploymentConfig[]
 }
 
@@ -380,6 +382,16 @@ const modelSchema = z
     family: z.enum(['image', 'video', 'speech', 'video-a', 'video-b', 'video-c']).optional(),
     /** Several providers serving the slug, in priority order (instead of provider/upstreamModel/pricing). */
     deployments: z.array(deploymentSchema).min(1).max(32).optional(),
+    /** Other names requests may use (bare vendor names clients send, such as `claude-sonnet-4-5-20250929`). */
+    aliases: z
+      .array(
+        z
+          .string()
+          .max(256)
+          .regex(/^[^/\s]+(\/\S+)?$/, 'an alias is a name without spaces'),
+      )
+      .max(64)
+      .default([]),
   })
   .strict()
   .superRefine((m, ctx) => {
@@ -711,7 +723,14 @@ export function loadConfig(
     predictions: resolvePredictions(file.predictions, e),
   }
   // Every configured price must be chargeable from what its provider reports, or nothing starts.
-  const problems = checkModelPrices(buildModelTable(config), (name) => providers[name]?.kind)
+  let table
+  try {
+    table = buildModelTable(config)
+  } catch (err) {
+    if (err instanceof ModelNameConflict) throw new ConfigError(err.message)
+    throw err
+  }
+  const problems = checkModelPrices(table, (name) => providers[name]?.kind)
   if (problems.length > 0) throw new ConfigError(`prices: ${problems.join('\n')}`)
   return config
 }
@@ -864,6 +883,7 @@ function resolveModels(file: FileConfig, providers: Config['providers']): ModelC
       quality: m.quality,
       routing: m.routing,
       family: m.type === 'chat' || m.type === 'embedding' ? undefined : (m.family ?? DEFAULT_FAMILY[m.type]),
+      aliases: m.aliases,
       deployments,
     }
   })
