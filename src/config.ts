@@ -8,6 +8,7 @@ import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts
 import type { MediaFamily } from './providers/async-media/types.ts'
 import { compilePrice, type PriceTable } from './billing/prices.ts'
 import { buildModelTable, ModelNameConflict } from './routing/model-table.ts'
+import type { CorsConfig } from './http/cors.ts'
 import { checkModelPrices } from './routing/price-check.ts'
 import { isWebhookSecret } from './tasks/webhook-signing.ts'
 import { toPpm, usd, usdRounded, type Money } from './billing/money.ts'
@@ -208,6 +209,8 @@ export interface Config {
     maxBufferedBodyBytes: number
     /** Deepest nesting of objects and arrays a JSON body may have (400 `too_deep` past it). */
     maxJsonDepth: number
+    /** Browser access to /v1 and /routed/v1 (http/cors.ts); off while allowedOrigins is empty. */
+    cors: CorsConfig
   }
   limits: {
     /** How long a reservation holds credits if its request never settles it (crash, hang). */
@@ -469,6 +472,15 @@ const fileSchema = z
         bodyIdleTimeoutMs: z.number().int().positive().optional(),
         maxBufferedBodyBytes: z.number().int().positive().optional(),
         maxJsonDepth: z.number().int().min(2).max(1000).optional(),
+        cors: z
+          .object({
+            /** Exact origins (`https://app.example.com`) or `*`. */
+            allowedOrigins: z.array(
+              z.string().refine(isOriginOrStar, 'must be * or an origin such as https://app.example.com'),
+            ),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .refine(
@@ -555,6 +567,17 @@ const fileSchema = z
   .strict()
 
 type FileConfig = z.infer<typeof fileSchema>
+
+/** `*`, or scheme://host[:port] exactly as a browser sends it in Origin (no path, no trailing slash). */
+function isOriginOrStar(value: string): boolean {
+  if (value === '*') return true
+  try {
+    const url = new URL(value)
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === value
+  } catch {
+    return false
+  }
+}
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -688,6 +711,7 @@ export function loadConfig(
       bodyIdleTimeoutMs: file.server.bodyIdleTimeoutMs ?? 30_000,
       maxBufferedBodyBytes: file.server.maxBufferedBodyBytes ?? 256 * 1024 * 1024,
       maxJsonDepth: file.server.maxJsonDepth ?? 64,
+      cors: { allowedOrigins: file.server.cors?.allowedOrigins ?? [] },
     },
     limits: {
       reservationTtlMs: file.limits.reservationTtlMs ?? 15 * 60_000,
