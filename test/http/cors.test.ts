@@ -135,6 +135,20 @@ describe('CORS with exact origins', () => {
     expect(denied.headers['access-control-allow-origin']).toBe(page)
     expect(denied.headers['access-control-expose-headers']).toContain('x-request-id')
 
+    const streamed = await gw.app.inject({
+      method: 'POST',
+      url: '/routed/v1/chat/completions',
+      headers: { authorization: 'Bearer sk-acme-cors-test', origin: page },
+      payload: { model: 'mock/chat', stream: true, messages: [{ role: 'user', content: 'hi' }] },
+    })
+    expect(streamed.headers['content-type']).toContain('text/event-stream')
+    expect(streamed.headers['access-control-allow-origin']).toBe(page)
+    expect(streamed.headers['access-control-expose-headers']).toContain('x-generation-id')
+
+    const unknown = await gw.app.inject({ url: '/v1/nope', headers: { ...devAuth, origin: page } })
+    expect(unknown.statusCode).toBe(404)
+    expect(unknown.headers['access-control-allow-origin']).toBe(page)
+
     const other = await gw.app.inject({
       url: '/v1/models',
       headers: { ...devAuth, origin: 'https://evil.example.com' },
