@@ -25,6 +25,7 @@ import { filesRoutes } from './routes/files.ts'
 import { healthRoutes } from './routes/health.ts'
 import { metricsRoutes } from './routes/metrics.ts'
 import { continueTrace, type TraceContext } from './http/tracing.ts'
+import { registerCors } from './http/cors.ts'
 import type { GenerationRecord } from './store/types.ts'
 import { toUsd } from './billing/money.ts'
 import { finished } from 'node:stream'
@@ -269,6 +270,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     done(null, payload)
   })
 
+  registerCors(app, server.cors)
   await app.register(healthRoutes, { deps })
   // Signed output URLs carry their own authorisation (no bearer header).
   await app.register(outputsRoutes, { deps })

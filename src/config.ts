@@ -7,7 +7,8 @@ import type { ProviderKind, RetryPolicy, UpstreamConfig } from './providers/type
 import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
 import type { MediaFamily } from './providers/async-media/types.ts'
 import { compilePrice, type PriceTable } from './billing/prices.ts'
-import { buildModelTable } from './routing/model-table.ts'
+import { buildModelTable, ModelNameConflict } from './routing/model-table.ts'
+import type { CorsConfig } from './http/cors.ts'
 import { checkModelPrices } from './routing/price-check.ts'
 import { isWebhookSecret } from './tasks/webhook-signing.ts'
 import { toPpm, usd, usdRounded, type Money } from './billing/money.ts'
@@ -48,6 +49,8 @@ export interface ModelConfig {
   routing?: 'priority' | 'round_robin' | 'least_latency'
   /** Image, video and speech models: the input rules their predictions follow. */
   family?: MediaFamily
+  /** Other names requests may use for this model (bare vendor names such as `gpt-5`). */
+  aliases: string[]
   deployments: DeploymentConfig[]
 }
 
@@ -218,6 +221,8 @@ export interface Config {
     bodyRateWindowMs: number
     /** Deepest nesting of objects and arrays a JSON body may have (400 `too_deep` past it). */
     maxJsonDepth: number
+    /** Browser access to /v1 and /routed/v1 (http/cors.ts); off while allowedOrigins is empty. */
+    cors: CorsConfig
   }
   limits: {
     /** How long a reservation holds credits if its request never settles it (crash, hang). */
@@ -392,6 +397,16 @@ const modelSchema = z
     family: z.enum(['image', 'video', 'speech', 'video-a', 'video-b', 'video-c']).optional(),
     /** Several providers serving the slug, in priority order (instead of provider/upstreamModel/pricing). */
     deployments: z.array(deploymentSchema).min(1).max(32).optional(),
+    /** Other names requests may use (bare vendor names clients send, such as `claude-sonnet-4-5-20250929`). */
+    aliases: z
+      .array(
+        z
+          .string()
+          .max(256)
+          .regex(/^[^/\s]+(\/\S+)?$/, 'an alias is a name without spaces'),
+      )
+      .max(64)
+      .default([]),
   })
   .strict()
   .superRefine((m, ctx) => {
@@ -477,6 +492,15 @@ const fileSchema = z
         bodyMinBytesPerSecond: z.number().int().min(0).optional(),
         bodyRateWindowMs: z.number().int().positive().optional(),
         maxJsonDepth: z.number().int().min(2).max(1000).optional(),
+        cors: z
+          .object({
+            /** Exact origins (`https://app.example.com`) or `*`. */
+            allowedOrigins: z.array(
+              z.string().refine(isOriginOrStar, 'must be * or an origin such as https://app.example.com'),
+            ),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .refine(
@@ -565,6 +589,17 @@ const fileSchema = z
   .strict()
 
 type FileConfig = z.infer<typeof fileSchema>
+
+/** `*`, or scheme://host[:port] exactly as a browser sends it in Origin (no path, no trailing slash). */
+function isOriginOrStar(value: string): boolean {
+  if (value === '*') return true
+  try {
+    const url = new URL(value)
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === value
+  } catch {
+    return false
+  }
+}
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -708,6 +743,7 @@ export function loadConfig(
       bodyMinBytesPerSecond: file.server.bodyMinBytesPerSecond ?? 1024,
       bodyRateWindowMs: file.server.bodyRateWindowMs ?? 10_000,
       maxJsonDepth: file.server.maxJsonDepth ?? 64,
+      cors: { allowedOrigins: file.server.cors?.allowedOrigins ?? [] },
     },
     limits: {
       reservationTtlMs: file.limits.reservationTtlMs ?? 15 * 60_000,
@@ -745,7 +781,14 @@ export function loadConfig(
     predictions: resolvePredictions(file.predictions, e),
   }
   // Every configured price must be chargeable from what its provider reports, or nothing starts.
-  const problems = checkModelPrices(buildModelTable(config), (name) => providers[name]?.kind)
+  let table
+  try {
+    table = buildModelTable(config)
+  } catch (err) {
+    if (err instanceof ModelNameConflict) throw new ConfigError(err.message)
+    throw err
+  }
+  const problems = checkModelPrices(table, (name) => providers[name]?.kind)
   if (problems.length > 0) throw new ConfigError(`prices: ${problems.join('\n')}`)
   return config
 }
@@ -898,6 +941,7 @@ function resolveModels(file: FileConfig, providers: Config['providers']): ModelC
       quality: m.quality,
       routing: m.routing,
       family: m.type === 'chat' || m.type === 'embedding' ? undefined : (m.family ?? DEFAULT_FAMILY[m.type]),
+      aliases: m.aliases,
       deployments,
     }
   })

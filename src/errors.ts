@@ -34,6 +34,8 @@ export const errorCatalogue = {
   /** An output URL whose signature is not the gateway's, or whose time is up. */
   invalid_signature: { status: 403, type: 'permission_error' },
   url_expired: { status: 403, type: 'permission_error' },
+  /** A CORS preflight from an origin (or with a method or header) server.cors does not allow. */
+  origin_not_allowed: { status: 403, type: 'permission_error' },
   route_not_found: { status: 404, type: 'not_found_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
   file_not_found: { status: 404, type: 'not_found_error' },

@@ -1,6 +1,7 @@
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { PRICE_UNIT_LABELS, type PriceField, type PriceTable } from '../billing/prices.ts'
 import type { Deps } from '../deps.ts'
+import { GatewayError } from '../errors.ts'
 
 export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
   const created = Math.floor(deps.now() / 1000)
@@ -19,11 +20,27 @@ export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { de
         // Media models: the input rules their predictions follow (README, Predictions).
         ...(m.family ? { input_family: m.family } : {}),
         pricing: d?.priced ? toPricing(d.price.table) : null,
+        ...(m.aliases?.length ? { aliases: m.aliases } : {}),
       }
     }),
   }
+  const bySlug = new Map(body.data.map((m) => [m.id, m]))
   app.get('/v1/models', async () => body)
   app.get('/routed/v1/models', async () => body)
+  // A slug has a `/` in it (`openai/gpt-4o`), hence the wildcard. An alias answers its model's object.
+  const one = async (request: FastifyRequest) => {
+    const id = (request.params as { '*': string })['*']
+    const model = deps.models.get(id)
+    const found = model === undefined ? undefined : bySlug.get(model.slug)
+    if (found === undefined) {
+      throw new GatewayError('model_not_found', `model ${JSON.stringify(id)} does not exist`, {
+        param: 'model',
+      })
+    }
+    return found
+  }
+  app.get('/v1/models/*', one)
+  app.get('/routed/v1/models/*', one)
 }
 
 /**

@@ -36,12 +36,15 @@ export interface ServedModel {
   maxOutputTokens?: number
   /** Image, video and speech models: the input rules their predictions follow. */
   family?: MediaFamily
+  /** Other names requests may use for it (the config file's `aliases`). */
+  aliases?: readonly string[]
   /** In configured priority order; never empty. */
   deployments: readonly Deployment[]
 }
 
 export interface ModelTable {
-  get(slug: string): ServedModel | undefined
+  /** The model a request names: by its slug or by one of its aliases. */
+  get(name: string): ServedModel | undefined
   /** Every model, catalogue order first, then the config file's new slugs. */
   list(): readonly ServedModel[]
 }
@@ -94,9 +97,45 @@ export function buildModelTable(config: Config): ModelTable {
       strategy: m.routing ?? 'priority',
       maxOutputTokens: m.maxOutputTokens,
       family: m.family,
+      aliases: m.aliases,
       deployments,
     })
   }
   const list = [...bySlug.values()]
-  return { get: (slug) => bySlug.get(slug), list: () => list }
+  const byAlias = indexAliases(list)
+  return { get: (name) => resolveModelName(name, bySlug, byAlias), list: () => list }
+}
+
+/** An alias naming two models, or a model's slug: the config cannot start. */
+export class ModelNameConflict extends Error {}
+
+/** alias → model. Throws ModelNameConflict when an alias is a slug or belongs to two models. */
+function indexAliases(models: readonly ServedModel[]): Map<string, ServedModel> {
+  const slugs = new Set(models.map((m) => m.slug))
+  const byAlias = new Map<string, ServedModel>()
+  for (const m of models) {
+    for (const alias of m.aliases ?? []) {
+      if (slugs.has(alias)) {
+        throw new ModelNameConflict(`models: alias "${alias}" of ${m.slug} is the slug of a model`)
+      }
+      const other = byAlias.get(alias)
+      if (other !== undefined && other !== m) {
+        throw new ModelNameConflict(`models: alias "${alias}" is given to both ${other.slug} and ${m.slug}`)
+      }
+      byAlias.set(alias, m)
+    }
+  }
+  return byAlias
+}
+
+/**
+ * The one place a name a request sends becomes a model: a slug first, else an alias. Every route
+ * (chat, embeddings, predictions, the other dialects) reaches models through ModelTable.get.
+ */
+function resolveModelName(
+  name: string,
+  bySlug: ReadonlyMap<string, ServedModel>,
+  byAlias: ReadonlyMap<string, ServedModel>,
+): ServedModel | undefined {
+  return bySlug.get(name) ?? byAlias.get(name)
 }

@@ -10,11 +10,14 @@ import { fromZodError, invalidRequest } from '../errors.ts'
 // ---------------------------------------------------------------------------------------------
 // Shared helpers (embeddings.ts uses them too)
 
-/** `provider/model_name`, both sides non-empty; the model name may itself contain slashes. */
+/**
+ * A slug `provider/model_name` (the model name may itself contain slashes) or a bare alias a model
+ * declares (`gpt-5`); an unknown name is the router's 404 `model_not_found`.
+ */
 export const modelSlugSchema = z
   .string()
   .max(256)
-  .regex(/^[^/\s]+\/\S+$/, 'model must have the form provider/model_name')
+  .regex(/^[^/\s]+(\/\S+)?$/, 'model must be a slug provider/model_name or a model alias')
 
 /**
  * Parses a request body: a JSON object, then the schema. `reportInput` keeps each issue's input,

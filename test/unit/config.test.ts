@@ -142,6 +142,7 @@ describe('loadConfig', () => {
         slug: 'local/llama',
         type: 'chat',
         maxOutputTokens: undefined,
+        aliases: [],
         deployments: [{ provider: 'local', upstreamModel: 'llama3.2:1b', pricing: undefined, weight: 1 }],
       },
     ])

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { GatewayError } from '../../errors.ts'
 import { allowedToolName } from '../shared/request.ts'
+import { sampleFromSchema } from './schema-instance.ts'
 import type {
   ChatChunk,
   ChatCompletion,
@@ -140,42 +141,53 @@ function forcedTool(req: ChatRequest): FunctionTool | undefined {
 }
 
 /**
- * A sample value for a JSON schema: string → "mock", number/integer → 1, boolean → true, enum or
- * const → that value, object → its required properties filled in, array → [], null → null.
+ * With tool_choice auto (or absent), the tool the conversation's last message names when that
+ * message is the user's: "what is the weather? use get_weather". After a tool result (the last
+ * message is the tool's) the mock answers with text, so a client's tool loop ends.
  */
-export function sampleFromSchema(schema: unknown): unknown {
-  if (typeof schema !== 'object' || schema === null) return null
-  const s = schema as Record<string, unknown>
-  if ('const' in s) return s.const
-  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0]
-  for (const key of ['anyOf', 'oneOf', 'allOf'] as const) {
-    const branches = s[key]
-    if (Array.isArray(branches) && branches.length > 0) return sampleFromSchema(branches[0])
+function namedTool(req: ChatRequest): FunctionTool | undefined {
+  const choice = req.tool_choice
+  if (
+    choice === 'none' ||
+    choice === 'required' ||
+    (typeof choice === 'object' && choice.type !== 'allowed_tools')
+  ) {
+    return undefined
   }
-  // `type: ['string', 'null']`: the first non-null type.
-  const types = Array.isArray(s.type) ? s.type : [s.type]
-  const type =
-    types.find((t) => t !== 'null') ?? types[0] ?? (s.properties === undefined ? undefined : 'object')
-  switch (type) {
-    case 'string':
-      return 'mock'
-    case 'number':
-    case 'integer':
-      return 1
-    case 'boolean':
-      return true
-    case 'array':
-      return []
-    case 'object': {
-      const properties = (s.properties ?? {}) as Record<string, unknown>
-      const required = Array.isArray(s.required) ? s.required.filter((k) => typeof k === 'string') : []
-      const out: Record<string, unknown> = {}
-      for (const key of required) out[key] = sampleFromSchema(properties[key])
-      return out
-    }
-    default:
-      return null
+  const last = req.messages.at(-1)
+  if (last?.role !== 'user') return undefined
+  const allowed =
+    typeof choice === 'object' && choice.type === 'allowed_tools'
+      ? new Set(choice.allowed_tools.tools.flatMap(allowedToolName))
+      : undefined
+  const text = messageText(last)
+  let first: { tool: FunctionTool; at: number } | undefined
+  for (const tool of functionTools(req)) {
+    if (allowed && !allowed.has(tool.function.name)) continue
+    const at = indexOfWord(text, tool.function.name)
+    if (at >= 0 && (first === undefined || at < first.at)) first = { tool, at }
   }
+  return first?.tool
+}
+
+/** Where `name` first occurs in `text` as a whole word (tool names are [A-Za-z0-9_-]), or -1. */
+function indexOfWord(text: string, name: string): number {
+  const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  const match = new RegExp(`(?<![A-Za-z0-9_-])${escaped}(?![A-Za-z0-9_-])`).exec(text)
+  return match?.index ?? -1
+}
+
+/**
+ * The text of a reply the request asks to be JSON: `json_object` → an object holding the usual reply,
+ * `json_schema` → a minimal instance of its schema. Undefined for text replies.
+ */
+function jsonReplyText(req: ChatRequest): string | undefined {
+  const format = req.response_format
+  if (format?.type === 'json_object') return JSON.stringify({ reply: defaultReplyText(req.messages) })
+  if (format?.type === 'json_schema') {
+    return JSON.stringify(sampleFromSchema(format.json_schema.schema ?? { type: 'object' }) ?? null)
+  }
+  return undefined
 }
 
 interface MockReply {
@@ -195,10 +207,11 @@ function buildReply(req: ChatRequest, model: string): MockReply {
     tool_choice: req.tool_choice,
     stop: req.stop,
     max: maxTokens(req),
+    response_format: req.response_format,
   }
   const id = `mockcmpl-${hexDigest(seed, 24)}`
   const promptTokens = countPromptTokens(req.messages)
-  const tool = forcedTool(req)
+  const tool = forcedTool(req) ?? namedTool(req)
   if (tool !== undefined) {
     const args = JSON.stringify(sampleFromSchema(tool.function.parameters ?? { type: 'object' }) ?? {})
     const toolCall: ToolCall = {
@@ -209,7 +222,7 @@ function buildReply(req: ChatRequest, model: string): MockReply {
     const completionTokens = countTokens(tool.function.name) + countTokens(args)
     return { id, content: null, toolCall, finish: 'tool_calls', usage: usage(promptTokens, completionTokens) }
   }
-  const { content, finish } = limitText(defaultReplyText(req.messages), req)
+  const { content, finish } = limitText(jsonReplyText(req) ?? defaultReplyText(req.messages), req)
   return { id, content, toolCall: undefined, finish, usage: usage(promptTokens, countTokens(content)) }
 }
 

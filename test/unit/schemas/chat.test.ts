@@ -176,7 +176,8 @@ describe('parseChatRequest: rejected requests', () => {
     ['a string body', 'hello', null, 'invalid_value'],
     // model
     ['a missing model', { messages: [user] }, 'model', 'missing_field'],
-    ['a model without provider', withFields({ model: 'gpt-4o' }), 'model', 'invalid_value'],
+    // A bare name (`gpt-4o`) is well-formed: it may be an alias (the router answers 404 if it is none).
+    ['a model with spaces', withFields({ model: 'gpt 4o' }), 'model', 'invalid_value'],
     ['a model with an empty provider', withFields({ model: '/gpt-4o' }), 'model', 'invalid_value'],
     ['a model with an empty name', withFields({ model: 'openai/' }), 'model', 'invalid_value'],
     ['a non-string model', withFields({ model: 4 }), 'model', 'invalid_value'],

@@ -56,7 +56,8 @@ describe('parseEmbeddingsRequest: rejected requests', () => {
     ['a null body', null, null, 'invalid_value'],
     ['an array body', [minimal], null, 'invalid_value'],
     ['a missing model', { input: 'x' }, 'model', 'missing_field'],
-    ['a model without provider', withFields({ model: 'text-embedding-3-small' }), 'model', 'invalid_value'],
+    // A bare name is well-formed (it may be an alias); one with a space is not.
+    ['a model with a space', withFields({ model: 'text embedding' }), 'model', 'invalid_value'],
     ['a model with an empty name', withFields({ model: 'openai/' }), 'model', 'invalid_value'],
     ['a missing input', { model: minimal.model }, 'input', 'missing_field'],
     ['a null input', withFields({ input: null }), 'input', 'invalid_value'],

@@ -5,8 +5,8 @@ import {
   mockChatChunks,
   mockChatCompletion,
   mockEmbeddings,
-  sampleFromSchema,
 } from '../../../../src/providers/mock/reply.ts'
+import { sampleFromSchema } from '../../../../src/providers/mock/schema-instance.ts'
 import type { ChatChunk, ChatRequest, FunctionTool } from '../../../../src/providers/types.ts'
 
 const model = 'mock-chat'
@@ -399,5 +399,144 @@ describe('mockEmbeddings', () => {
       prompt_tokens: 6,
       total_tokens: 6,
     })
+  })
+})
+
+describe('structured output (response_format)', () => {
+  const event = {
+    type: 'object',
+    properties: {
+      title: { type: 'string', minLength: 6 },
+      when: { type: 'string', format: 'date' },
+      attendees: { type: 'array', items: { type: 'string' }, minItems: 2 },
+      priority: { type: 'string', enum: ['low', 'high'] },
+      room: { anyOf: [{ type: 'null' }, { $ref: '#/$defs/room' }] },
+    },
+    required: ['title', 'when', 'attendees', 'priority', 'room'],
+    additionalProperties: false,
+    $defs: {
+      room: {
+        type: 'object',
+        properties: { floor: { type: 'integer', minimum: 2 } },
+        required: ['floor'],
+        additionalProperties: false,
+      },
+    },
+  }
+  const expected = {
+    title: 'mockxx',
+    when: '2025-01-01',
+    attendees: ['mock', 'mock'],
+    priority: 'low',
+    room: { floor: 2 },
+  }
+
+  it('json_schema: the content is an instance of the schema, blocking and streamed alike', () => {
+    const req: ChatRequest = {
+      ...hello,
+      response_format: { type: 'json_schema', json_schema: { name: 'event', strict: true, schema: event } },
+    }
+    const blocking = mockChatCompletion(req, model, now)
+    const text = blocking.choices[0]?.message.content ?? ''
+    expect(JSON.parse(text)).toEqual(expected)
+    expect(blocking.choices[0]?.finish_reason).toBe('stop')
+    expect(blocking.usage?.completion_tokens).toBe(countTokens(text))
+    const chunks = mockChatChunks(req, model, now)
+    expect(chunks.filter((c) => (c.choices[0]?.delta.content ?? '') !== '').length).toBeGreaterThan(2)
+    expect(content(chunks)).toBe(text)
+  })
+
+  it('json_schema without a schema is an empty object; json_object is an object holding the reply', () => {
+    const bare = mockChatCompletion(
+      { ...hello, response_format: { type: 'json_schema', json_schema: { name: 'any' } } },
+      model,
+      now,
+    )
+    expect(JSON.parse(bare.choices[0]?.message.content ?? '')).toEqual({})
+    const req: ChatRequest = { ...hello, response_format: { type: 'json_object' } }
+    const object = JSON.parse(mockChatCompletion(req, model, now).choices[0]?.message.content ?? '')
+    expect(object).toEqual({ reply: expect.stringContaining('Mock reply to "Hello there"') })
+    expect(JSON.parse(content(mockChatChunks(req, model, now)))).toEqual(object)
+  })
+
+  it('text (or no format) stays the plain reply', () => {
+    const res = mockChatCompletion({ ...hello, response_format: { type: 'text' } }, model, now)
+    expect(res.choices[0]?.message.content).toBe(
+      mockChatCompletion(hello, model, now).choices[0]?.message.content,
+    )
+  })
+})
+
+describe('a tool the last user message names', () => {
+  const asking = (text: string): ChatRequest => ({
+    model: 'mock/mock-chat',
+    messages: [{ role: 'user', content: text }],
+    tools: [weather, search],
+  })
+
+  it('is called with arguments valid for its schema, blocking and streamed', () => {
+    const req = asking('What is the weather in Paris? Use get_weather please.')
+    const res = mockChatCompletion(req, model, now)
+    expect(res.choices[0]?.finish_reason).toBe('tool_calls')
+    const call = res.choices[0]?.message.tool_calls?.[0]
+    expect(call?.function.name).toBe('get_weather')
+    expect(JSON.parse(call?.function.arguments ?? '')).toEqual({
+      city: 'mock',
+      days: 1,
+      unit: 'celsius',
+      alerts: true,
+      where: { lat: 1, tags: [] },
+    })
+    const chunks = mockChatChunks(req, model, now)
+    const args = chunks.map((c) => c.choices[0]?.delta.tool_calls?.[0]?.function?.arguments ?? '').join('')
+    expect(args).toBe(call?.function.arguments)
+    expect(chunks.at(-2)?.choices[0]?.finish_reason).toBe('tool_calls')
+  })
+
+  it('the first one named wins; a name inside another word is no mention', () => {
+    expect(
+      mockChatCompletion(asking('search first, then get_weather'), model, now).choices[0]?.message
+        .tool_calls?.[0]?.function.name,
+    ).toBe('search')
+    const res = mockChatCompletion(asking('research the get_weathers'), model, now)
+    expect(res.choices[0]?.message.tool_calls).toBeUndefined()
+  })
+
+  it('after the tool result, or with tool_choice none, the answer is text (a tool loop ends)', () => {
+    const first = asking('call search')
+    const call = mockChatCompletion(first, model, now).choices[0]?.message.tool_calls?.[0]
+    expect(call?.function.name).toBe('search')
+    const next: ChatRequest = {
+      ...first,
+      messages: [
+        ...first.messages,
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { id: call?.id ?? '', type: 'function', function: { name: 'search', arguments: '{}' } },
+          ],
+        },
+        { role: 'tool', tool_call_id: call?.id ?? '', content: '{"hits":3}' },
+      ],
+    }
+    const after = mockChatCompletion(next, model, now)
+    expect(after.choices[0]?.finish_reason).toBe('stop')
+    expect(after.choices[0]?.message.tool_calls).toBeUndefined()
+    const none = mockChatCompletion({ ...first, tool_choice: 'none' }, model, now)
+    expect(none.choices[0]?.message.tool_calls).toBeUndefined()
+  })
+
+  it('allowed_tools auto only calls an allowed tool', () => {
+    const req: ChatRequest = {
+      ...asking('use get_weather or search'),
+      tool_choice: {
+        type: 'allowed_tools',
+        allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'search' } }] },
+      },
+    }
+    expect(mockChatCompletion(req, model, now).choices[0]?.message.tool_calls?.[0]?.function.name).toBe(
+      'search',
+    )
   })
 })
