@@ -4,22 +4,24 @@ import { resolveReasoning } from '../shared/request.ts'
 import { newChunkMeta } from '../shared/stream.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
-import { toAnthropicRequest } from './request.ts'
+import { toUpstreamBody } from './request.ts'
 import { fromAnthropicMessage } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
-import { ANTHROPIC_VERSION, anthropicMessageSchema, parseAnthropicEvent } from './wire.ts'
+import { ANTHROPIC_VERSION, anthropicMessageSchema, nativeAnthropicOf, parseAnthropicEvent } from './wire.ts'
 
 // The only file of the Anthropic folder that does I/O.
 
-function headers(call: UpstreamCall, accept: string): Record<string, string> {
+function headers(call: UpstreamCall, accept: string, beta: string[]): Record<string, string> {
   const h: Record<string, string> = { 'anthropic-version': ANTHROPIC_VERSION, accept }
   if (call.upstream.apiKey) h['x-api-key'] = call.upstream.apiKey
+  if (beta.length > 0) h['anthropic-beta'] = beta.join(',')
   return h
 }
 
-function post(call: UpstreamCall, payload: unknown, accept: string): Promise<UpstreamResponse> {
+function post(call: UpstreamCall, req: ChatRequest, payload: unknown, accept: string): Promise<UpstreamResponse> {
   const url = `${call.upstream.baseUrl}/v1/messages`
-  return postChecked(call, url, headers(call, accept), payload, fromAnthropicError)
+  const beta = nativeAnthropicOf(req)?.beta ?? []
+  return postChecked(call, url, headers(call, accept, beta), payload, fromAnthropicError)
 }
 
 export function createAnthropicAdapter(now: () => number = Date.now): ProviderAdapter {
@@ -28,8 +30,8 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
 
   return {
     async chat(req, call) {
-      const body = toAnthropicRequest({ ...req, stream: false }, call.upstreamModel)
-      const res = await post(call, body, 'application/json')
+      const body = toUpstreamBody(req, call.upstreamModel, false)
+      const res = await post(call, req, body, 'application/json')
       const parsed = anthropicMessageSchema.safeParse(await readJson(call, res.body))
       if (!parsed.success) throw malformedUpstream(call, 'response is not a message', parsed.error)
       return fromAnthropicMessage(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
@@ -40,8 +42,7 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
       return translateSse(
         call,
         // Translation errors (400) are thrown before anything is sent upstream.
-        () =>
-          post(call, toAnthropicRequest({ ...req, stream: true }, call.upstreamModel), 'text/event-stream'),
+        () => post(call, req, toUpstreamBody(req, call.upstreamModel, true), 'text/event-stream'),
         (json) => {
           const parsed = parseAnthropicEvent(json)
           if (!parsed.ok)
