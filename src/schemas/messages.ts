@@ -112,7 +112,11 @@ const baseFields = {
 
 export const messagesRequestSchema = z.looseObject({
   ...baseFields,
-  max_tokens: z.number().int().positive(),
+  // Required, as upstream: Anthropic's own words for a missing one.
+  max_tokens: z
+    .number({ error: (issue) => (issue.input === undefined ? 'Field required' : undefined) })
+    .int()
+    .positive(),
   stop_sequences: z.array(z.string()).optional(),
   temperature: z.number().min(0).max(1).optional(),
   top_p: z.number().min(0).max(1).optional(),
