@@ -8,7 +8,6 @@ import {
   sseFile,
   startFakeUpstream,
   type FakeHandler,
-  type FakeUpstream,
 } from '../support/fake-upstream.ts'
 import { readJsonFixture } from '../support/fixtures.ts'
 import { readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
@@ -16,6 +15,8 @@ import { readGeneration, startGateway, type TestGateway } from '../support/gatew
 // POST /v1/messages and /v1/messages/count_tokens, driven by the official @anthropic-ai/sdk against the
 // listening gateway: in front of the mock, of a fake Anthropic Messages API and of a fake
 // OpenAI-compatible one (real HTTP servers on 127.0.0.1).
+
+type ApiError = InstanceType<typeof Anthropic.APIError>
 
 const UPSTREAM_KEY = 'sk-ant-api03-FAKE-test-key-0000000000'
 const CLAUDE = 'anthropic/claude-sonnet-4-5'
@@ -146,7 +147,7 @@ describe('/v1/messages errors in Anthropic shape', () => {
       .create({ model: 'mock/chat', messages: [{ role: 'user', content: 'x' }] } as unknown as Anthropic.MessageCreateParamsNonStreaming)
       .catch((e: unknown) => e)
     expect(missing).toBeInstanceOf(Anthropic.BadRequestError)
-    expect((missing as Anthropic.APIError).error).toMatchObject({
+    expect((missing as ApiError).error).toMatchObject({
       type: 'error',
       error: { type: 'invalid_request_error', message: 'max_tokens: Field required' },
     })
@@ -154,7 +155,7 @@ describe('/v1/messages errors in Anthropic shape', () => {
       .create({ model: 'nobody/model', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] })
       .catch((e: unknown) => e)
     expect(unknown).toBeInstanceOf(Anthropic.NotFoundError)
-    expect((unknown as Anthropic.APIError).error).toMatchObject({ error: { type: 'not_found_error' } })
+    expect((unknown as ApiError).error).toMatchObject({ error: { type: 'not_found_error' } })
   })
 
   it('402 without credits is a billing_error, and nothing reaches the upstream', async () => {
@@ -169,8 +170,8 @@ describe('/v1/messages errors in Anthropic shape', () => {
       .messages.create({ model: 'mock/chat', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] })
       .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(Anthropic.APIError)
-    expect((err as Anthropic.APIError).status).toBe(402)
-    expect((err as Anthropic.APIError).error).toMatchObject({ type: 'error', error: { type: 'billing_error' } })
+    expect((err as ApiError).status).toBe(402)
+    expect((err as ApiError).error).toMatchObject({ type: 'error', error: { type: 'billing_error' } })
   })
 
   it('an upstream 429 is a rate_limit_error with its Retry-After', async () => {
@@ -182,7 +183,7 @@ describe('/v1/messages errors in Anthropic shape', () => {
       .create({ model: CLAUDE, max_tokens: 10, messages: [{ role: 'user', content: 'x' }] })
       .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(Anthropic.RateLimitError)
-    const e = err as Anthropic.APIError
+    const e = err as ApiError
     expect(e.error).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } })
     expect(e.headers?.get('retry-after')).toBe('30')
   })
@@ -390,4 +391,77 @@ describe('/v1/messages in front of an OpenAI-compatible upstream', () => {
   })
 })
 
-export type { FakeUpstream }
+
+describe('/v1/messages: streams that fail, reasoning from other providers, Gemini', () => {
+  it('an upstream error after the stream started is an Anthropic error event, never a silent end', async () => {
+    const { client } = await anthropicUpstream({ 'POST /v1/messages': sseFile('anthropic/error-mid-stream.sse') })
+    const stream = client.messages.stream({ model: CLAUDE, max_tokens: 100, messages: [{ role: 'user', content: 'x' }] })
+    let text = ''
+    stream.on('text', (t) => (text += t))
+    const err = await stream.finalMessage().catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(Anthropic.APIError)
+    expect((err as ApiError).error).toMatchObject({ type: 'error', error: { type: 'api_error' } })
+    expect(text).not.toBe('')
+  })
+
+  it('reasoning of an OpenAI-compatible upstream streams as a thinking block', async () => {
+    const { client } = await openaiUpstream({ 'POST /v1/chat/completions': sseFile('openai-compat/deepseek-reasoning.sse') })
+    const message = await client.messages
+      .stream({
+        model: GPT,
+        max_tokens: 3000,
+        thinking: { type: 'enabled', budget_tokens: 1024 },
+        messages: [{ role: 'user', content: 'Think first.' }],
+      })
+      .finalMessage()
+    expect(message.content.map((b) => b.type)).toEqual(['thinking', 'text'])
+    expect(message.content[0]).toMatchObject({ type: 'thinking', thinking: expect.stringContaining('Think') })
+    expect(message.content[1]).toMatchObject({ type: 'text', text: expect.stringContaining('Answer') })
+  })
+
+  it('Gemini: a tool round trip gives the thought signature back to Gemini unchanged', async () => {
+    let turn = 0
+    const { fake, client } = await behind(
+      {
+        'POST /v1beta/models/gemini-3-pro-preview:generateContent': (_req, res) =>
+          sendJson(res, 200, readJsonFixture(`gemini/${turn++ === 0 ? 'parallel-function-calls.json' : 'completion.json'}`)),
+      },
+      (origin) => ({ GEMINI_API_KEY: UPSTREAM_KEY, GEMINI_BASE_URL: origin }),
+    )
+    const model = 'google/gemini-3-pro-preview'
+    const ask: Anthropic.MessageParam = { role: 'user', content: 'Weather in Paris and Tokyo?' }
+    const first = await client.messages.create({ model, max_tokens: 1000, tools: [weatherTool], messages: [ask] })
+    expect(first.stop_reason).toBe('tool_use')
+    const calls = first.content.filter((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')
+    expect(calls.map((c) => c.input)).toEqual([{ location: 'Paris, France' }, { location: 'Tokyo, Japan' }])
+    const second = await client.messages.create({
+      model,
+      max_tokens: 1000,
+      tools: [weatherTool],
+      messages: [
+        ask,
+        { role: 'assistant', content: first.content },
+        { role: 'user', content: calls.map((c) => ({ type: 'tool_result' as const, tool_use_id: c.id, content: '20C' })) },
+      ],
+    })
+    expect(second.content.map((b) => b.type)).toContain('text')
+    const modelTurn = sentBody(fake, 1).contents[1]
+    expect(modelTurn.parts[0]).toMatchObject({
+      functionCall: { name: 'get_weather', args: { location: 'Paris, France' } },
+      thoughtSignature: 'CiQBVKhc7oDnVvJ4Zq5yVqwnHGdOpd0Xq4xX',
+    })
+    expect(sentBody(fake, 1).contents[2].parts).toHaveLength(2)
+  })
+
+  it('is billed like chat: the record carries the upstream usage and a cost', async () => {
+    const { gw, client } = await anthropicUpstream({ 'POST /v1/messages': sseFile('anthropic/thinking.sse') })
+    const { response } = await client.messages
+      .create({ model: CLAUDE, max_tokens: 4096, stream: true, messages: [{ role: 'user', content: 'x' }] })
+      .withResponse()
+    const id = response.headers.get('x-generation-id')!
+    expect(id).toMatch(/^gen-/)
+    const record = await readGeneration(gw, id)
+    expect(record).toMatchObject({ api: '/v1/messages', streamed: true, usage: { prompt_tokens: 41, completion_tokens: 178 } })
+    expect(record.usage.cost).toBeGreaterThan(0)
+  })
+})

@@ -1,6 +1,7 @@
 import { invalidRequest } from '../../errors.ts'
 import { ANTHROPIC_REASONING_FORMAT } from '../../providers/anthropic/request.ts'
 import { ANTHROPIC_NATIVE, type AnthropicNative } from '../../providers/anthropic/wire.ts'
+import { decodeForeignDetail } from './response.ts'
 import type {
   ChatMessage,
   ChatRequest,
@@ -199,7 +200,12 @@ function toAssistant(blocks: Block[], at: string): ChatMessage {
           index: details.length,
         })
         return
-      case 'redacted_thinking':
+      case 'redacted_thinking': {
+        const foreign = decodeForeignDetail(b.data)
+        if (foreign) {
+          details.push(foreign)
+          return
+        }
         details.push({
           type: 'reasoning.encrypted',
           data: b.data,
@@ -207,6 +213,7 @@ function toAssistant(blocks: Block[], at: string): ChatMessage {
           index: details.length,
         })
         return
+      }
       default:
         throw invalidRequest(
           'invalid_value',

@@ -60,6 +60,33 @@ export function toAnthropicUsage(u: Usage | undefined | null): AnthropicUsageOut
   }
 }
 
+/**
+ * Another provider's opaque reasoning detail (Gemini's thought signatures, encrypted reasoning) has no
+ * Anthropic block of its own: it travels as a `redacted_thinking` block whose data is the detail
+ * itself, under this prefix, so a client that sends its blocks back (as Anthropic's clients do)
+ * gives the upstream its detail back unchanged.
+ */
+export const FOREIGN_DETAIL_PREFIX = 'junction.detail.v1:'
+
+export function encodeForeignDetail(d: ReasoningDetail): string {
+  return FOREIGN_DETAIL_PREFIX + Buffer.from(JSON.stringify(d), 'utf8').toString('base64url')
+}
+
+/** The detail a `redacted_thinking` block's data encodes, or undefined for Claude's own data. */
+export function decodeForeignDetail(data: string): ReasoningDetail | undefined {
+  if (!data.startsWith(FOREIGN_DETAIL_PREFIX)) return undefined
+  try {
+    const value: unknown = JSON.parse(
+      Buffer.from(data.slice(FOREIGN_DETAIL_PREFIX.length), 'base64url').toString('utf8'),
+    )
+    return typeof value === 'object' && value !== null && typeof (value as { type?: unknown }).type === 'string'
+      ? (value as ReasoningDetail)
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** Thinking blocks from reasoning details: Claude's own keep their signature; others have none. */
 export function toThinkingBlocks(
   details: ReasoningDetail[] | undefined,
@@ -72,6 +99,7 @@ export function toThinkingBlocks(
         const signature = d.format === ANTHROPIC_REASONING_FORMAT ? (d.signature ?? '') : ''
         return [{ type: 'thinking', thinking: d.text ?? '', signature }]
       }
+      if (d.format !== ANTHROPIC_REASONING_FORMAT) return [{ type: 'redacted_thinking', data: encodeForeignDetail(d) }]
       if (d.type === 'reasoning.encrypted' && typeof d.data === 'string') {
         return [{ type: 'redacted_thinking', data: d.data }]
       }

@@ -1,6 +1,6 @@
 import { ANTHROPIC_REASONING_FORMAT } from '../../providers/anthropic/request.ts'
 import type { ChatChunk, FinishReason, ReasoningDetail, Usage } from '../../providers/types.ts'
-import { toAnthropicUsage, toStopReason } from './response.ts'
+import { encodeForeignDetail, toAnthropicUsage, toStopReason } from './response.ts'
 
 // The internal chat chunks → Anthropic Messages stream events, as they arrive. Pure apart from the
 // state it keeps. The sequence Anthropic documents and its SDK reads: message_start, ping, then per
@@ -69,8 +69,11 @@ export function createEventTranslator(meta: MessageMeta): EventTranslator {
   }
 
   const onDetail = (out: AnthropicStreamEvent[], d: ReasoningDetail): void => {
-    if (d.type === 'reasoning.encrypted' && typeof d.data === 'string') {
-      open(out, 'thinking', { type: 'redacted_thinking', data: d.data })
+    const foreign = d.format !== ANTHROPIC_REASONING_FORMAT && d.type !== 'reasoning.text'
+    if (foreign || (d.type === 'reasoning.encrypted' && typeof d.data === 'string')) {
+      // Another provider's opaque detail travels whole (see encodeForeignDetail).
+      const data = foreign ? encodeForeignDetail(d) : (d.data as string)
+      open(out, 'thinking', { type: 'redacted_thinking', data })
       close(out)
       return
     }
