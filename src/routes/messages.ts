@@ -1,14 +1,14 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { authenticateApiKey } from '../auth.ts'
-import { promptText } from '../billing/tokens.ts'
 import type { Deps } from '../deps.ts'
 import { toAnthropicErrorBody } from '../dialects/anthropic/errors.ts'
-import { toChatRequest, toPrompt } from '../dialects/anthropic/request.ts'
+import { toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'
 import { toAnthropicMessage } from '../dialects/anthropic/response.ts'
 import { createEventTranslator, type EventTranslator } from '../dialects/anthropic/stream.ts'
 import { toGatewayError } from '../errors.ts'
 import { startChat } from '../inference/chat.ts'
+import { countPromptTokens } from '../inference/count-tokens.ts'
 import type { Logger } from '../logger.ts'
 import type { ChatChunk } from '../providers/types.ts'
 import { parseCountTokensRequest, parseMessagesRequest } from '../schemas/messages.ts'
@@ -88,12 +88,14 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
   })
 
   app.post(`${API}/count_tokens`, async (request, reply) => {
-    const prompt = toPrompt(parseCountTokensRequest(request.body))
-    // An unknown model is a 404, as on /v1/messages.
-    deps.router.route({ slug: prompt.model, type: 'chat' })
-    const inputTokens = await deps.countTokens(promptText(prompt))
-    reply.header('x-junction-token-count', 'estimate')
-    return { input_tokens: inputTokens }
+    const prompt = toCountRequest(parseCountTokensRequest(request.body), { beta: betaValues(request) })
+    const counted = await countPromptTokens(deps, prompt, {
+      signal: upstreamSignal(reply),
+      log: request.log,
+      traceparent: request.junction.trace?.traceparent,
+    })
+    reply.header('x-junction-token-count', counted.source)
+    return { input_tokens: counted.inputTokens }
   })
 }
 
@@ -112,8 +114,7 @@ export async function* writeAnthropicSse(
   translate: EventTranslator,
   o: WriteOptions,
 ): AsyncGenerator<string> {
-  const frame = (events: { type: string }[]): string =>
-    events.map((e) => sseNamedEvent(e.type, e)).join('')
+  const frame = (events: { type: string }[]): string => events.map((e) => sseNamedEvent(e.type, e)).join('')
   let first = true
   try {
     for await (const batch of batches) {

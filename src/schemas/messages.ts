@@ -46,7 +46,9 @@ const toolUseBlockSchema = z.looseObject({
 const toolResultBlockSchema = z.looseObject({
   type: z.literal('tool_result'),
   tool_use_id: z.string().min(1),
-  content: z.union([z.string(), z.array(typeUnion([textBlockSchema, imageBlockSchema, documentBlockSchema]))]).optional(),
+  content: z
+    .union([z.string(), z.array(typeUnion([textBlockSchema, imageBlockSchema, documentBlockSchema]))])
+    .optional(),
   is_error: z.boolean().optional(),
   ...cached,
 })

@@ -64,9 +64,18 @@ describe('/v1/messages against the mock', () => {
   it('messages.create answers a message, with X-Generation-Id and a record under api /v1/messages', async () => {
     const gw = await gateway()
     const { data, response } = await sdk(gw)
-      .messages.create({ model: 'mock/chat', max_tokens: 200, messages: [{ role: 'user', content: 'hello' }] })
+      .messages.create({
+        model: 'mock/chat',
+        max_tokens: 200,
+        messages: [{ role: 'user', content: 'hello' }],
+      })
       .withResponse()
-    expect(data).toMatchObject({ type: 'message', role: 'assistant', model: 'mock/chat', stop_reason: 'end_turn' })
+    expect(data).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      model: 'mock/chat',
+      stop_reason: 'end_turn',
+    })
     expect(data.content).toEqual([{ type: 'text', text: expect.stringContaining('Mock reply to "hello"') }])
     expect(data.usage.output_tokens).toBeGreaterThan(0)
     const id = response.headers.get('x-generation-id')
@@ -86,7 +95,9 @@ describe('/v1/messages against the mock', () => {
     stream.on('text', (t) => (text += t))
     const message = await stream.finalMessage()
     expect(text).toContain('Mock reply to "stream please"')
-    expect(message.content).toEqual([{ type: 'text', text, citations: undefined }].map(({ citations: _, ...b }) => b))
+    expect(message.content).toEqual(
+      [{ type: 'text', text, citations: undefined }].map(({ citations: _, ...b }) => b),
+    )
     expect(message.usage.output_tokens).toBeGreaterThan(0)
     expect(message.stop_reason).toBe('end_turn')
     const record = await readGeneration(gw, message.id)
@@ -96,7 +107,10 @@ describe('/v1/messages against the mock', () => {
   it('messages.countTokens counts the prompt with our tokenizer, and says so', async () => {
     const gw = await gateway()
     const client = sdk(gw)
-    const small = await client.messages.countTokens({ model: 'mock/chat', messages: [{ role: 'user', content: 'hi' }] })
+    const small = await client.messages.countTokens({
+      model: 'mock/chat',
+      messages: [{ role: 'user', content: 'hi' }],
+    })
     const { data: big, response } = await client.messages
       .countTokens({
         model: 'mock/chat',
@@ -112,10 +126,26 @@ describe('/v1/messages against the mock', () => {
 
   it('accepts x-api-key or a bearer token, anthropic-version, anthropic-beta and ?beta=true', async () => {
     const gw = await gateway()
-    const body = JSON.stringify({ model: 'mock/chat', max_tokens: 50, messages: [{ role: 'user', content: 'x' }] })
-    const headers = { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'anthropic-beta': 'prompt-caching-2024-07-31' }
-    const byKey = await fetch(`${gw.origin}/v1/messages?beta=true`, { method: 'POST', headers: { ...headers, 'x-api-key': 'sk-dev' }, body })
-    const byBearer = await fetch(`${gw.origin}/v1/messages`, { method: 'POST', headers: { ...headers, authorization: 'Bearer sk-dev' }, body })
+    const body = JSON.stringify({
+      model: 'mock/chat',
+      max_tokens: 50,
+      messages: [{ role: 'user', content: 'x' }],
+    })
+    const headers = {
+      'content-type': 'application/json',
+      'anthropic-version': '2023-06-01',
+      'anthropic-beta': 'prompt-caching-2024-07-31',
+    }
+    const byKey = await fetch(`${gw.origin}/v1/messages?beta=true`, {
+      method: 'POST',
+      headers: { ...headers, 'x-api-key': 'sk-dev' },
+      body,
+    })
+    const byBearer = await fetch(`${gw.origin}/v1/messages`, {
+      method: 'POST',
+      headers: { ...headers, authorization: 'Bearer sk-dev' },
+      body,
+    })
     expect([byKey.status, byBearer.status]).toEqual([200, 200])
     // The chat route keeps to bearer tokens.
     const chat = await fetch(`${gw.origin}/v1/chat/completions`, {
@@ -135,7 +165,10 @@ describe('/v1/messages errors in Anthropic shape', () => {
       .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(Anthropic.AuthenticationError)
     const e = err as InstanceType<typeof Anthropic.AuthenticationError>
-    expect(e.error).toMatchObject({ type: 'error', error: { type: 'authentication_error', message: 'invalid API key' } })
+    expect(e.error).toMatchObject({
+      type: 'error',
+      error: { type: 'authentication_error', message: 'invalid API key' },
+    })
     expect(e.requestID).toMatch(/^[0-9a-f]{32}$/)
     expect((e.error as { request_id?: string }).request_id).toBe(e.requestID)
   })
@@ -144,7 +177,10 @@ describe('/v1/messages errors in Anthropic shape', () => {
     const gw = await gateway()
     const client = sdk(gw)
     const missing = await client.messages
-      .create({ model: 'mock/chat', messages: [{ role: 'user', content: 'x' }] } as unknown as Anthropic.MessageCreateParamsNonStreaming)
+      .create({
+        model: 'mock/chat',
+        messages: [{ role: 'user', content: 'x' }],
+      } as unknown as Anthropic.MessageCreateParamsNonStreaming)
       .catch((e: unknown) => e)
     expect(missing).toBeInstanceOf(Anthropic.BadRequestError)
     expect((missing as ApiError).error).toMatchObject({
@@ -162,9 +198,17 @@ describe('/v1/messages errors in Anthropic shape', () => {
     const adminKey = 'admin-key-for-tests-0123456789'
     const gw = await gateway({ GATEWAY_ADMIN_KEY: adminKey })
     const admin = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' }
-    const created = await fetch(`${gw.origin}/admin/accounts`, { method: 'POST', headers: admin, body: JSON.stringify({ id: 'broke', credits: 0 }) })
+    const created = await fetch(`${gw.origin}/admin/accounts`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ id: 'broke', credits: 0 }),
+    })
     expect(created.status).toBe(201)
-    const keyRes = await fetch(`${gw.origin}/admin/accounts/broke/keys`, { method: 'POST', headers: admin, body: '{}' })
+    const keyRes = await fetch(`${gw.origin}/admin/accounts/broke/keys`, {
+      method: 'POST',
+      headers: admin,
+      body: '{}',
+    })
     const { key } = (await keyRes.json()) as { key: string }
     const err = await sdk(gw, key)
       .messages.create({ model: 'mock/chat', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] })
@@ -191,11 +235,19 @@ describe('/v1/messages errors in Anthropic shape', () => {
 
 describe('/v1/messages in front of an Anthropic upstream', () => {
   it('passes the request through whole: cache_control, thinking signatures, extra fields and anthropic-beta', async () => {
-    const { fake, client } = await anthropicUpstream({ 'POST /v1/messages': jsonFile('anthropic/thinking-parallel-tools.json') })
+    const { fake, client } = await anthropicUpstream({
+      'POST /v1/messages': jsonFile('anthropic/thinking-parallel-tools.json'),
+    })
     const params = {
       model: CLAUDE,
       max_tokens: 4096,
-      system: [{ type: 'text' as const, text: 'You are a coding agent. '.repeat(20), cache_control: { type: 'ephemeral' as const } }],
+      system: [
+        {
+          type: 'text' as const,
+          text: 'You are a coding agent. '.repeat(20),
+          cache_control: { type: 'ephemeral' as const },
+        },
+      ],
       tools: [{ ...weatherTool, cache_control: { type: 'ephemeral' as const } }],
       thinking: { type: 'enabled' as const, budget_tokens: 2048 },
       messages: [
@@ -210,7 +262,12 @@ describe('/v1/messages in front of an Anthropic upstream', () => {
         {
           role: 'user' as const,
           content: [
-            { type: 'tool_result' as const, tool_use_id: 'toolu_01', content: '18C', cache_control: { type: 'ephemeral' as const } },
+            {
+              type: 'tool_result' as const,
+              tool_use_id: 'toolu_01',
+              content: '18C',
+              cache_control: { type: 'ephemeral' as const },
+            },
           ],
         },
       ],
@@ -246,18 +303,54 @@ describe('/v1/messages in front of an Anthropic upstream', () => {
       signature: 'EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds',
     })
     expect(signatures).toEqual(['EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds'])
-    expect(message.content[1]).toMatchObject({ type: 'text', text: 'The greatest common divisor of 1071 and 462 is **21**.' })
+    expect(message.content[1]).toMatchObject({
+      type: 'text',
+      text: 'The greatest common divisor of 1071 and 462 is **21**.',
+    })
     expect(message.usage).toMatchObject({ input_tokens: 41, output_tokens: 178 })
   })
 
+  it('messages.countTokens asks the Anthropic upstream, and estimates when that call fails', async () => {
+    const { fake, client } = await anthropicUpstream({
+      'POST /v1/messages/count_tokens': (_req, res) => sendJson(res, 200, { input_tokens: 2095 }),
+    })
+    const params = {
+      model: CLAUDE,
+      system: [{ type: 'text' as const, text: 'Be brief.', cache_control: { type: 'ephemeral' as const } }],
+      tools: [weatherTool],
+      messages: [{ role: 'user' as const, content: 'Weather in Paris?' }],
+    }
+    const { data, response } = await client.messages.countTokens(params).withResponse()
+    expect(data).toEqual({ input_tokens: 2095 })
+    expect(response.headers.get('x-junction-token-count')).toBe('upstream')
+    expect(fake.requests[0]!.body).toEqual({ ...params, model: 'claude-sonnet-4-5' })
+    fake.setHandler('POST /v1/messages/count_tokens', (_req, res) =>
+      sendJson(res, 500, { type: 'error', error: { type: 'api_error', message: 'Internal' } }),
+    )
+    const { data: estimated, response: fallback } = await client.messages.countTokens(params).withResponse()
+    expect(estimated.input_tokens).toBeGreaterThan(0)
+    expect(fallback.headers.get('x-junction-token-count')).toBe('estimate')
+  })
+
   it('a streamed tool-use round trip: the tool call, then its result sent back upstream', async () => {
-    const { fake, client } = await anthropicUpstream({ 'POST /v1/messages': sseFile('anthropic/tool-use.sse') })
+    const { fake, client } = await anthropicUpstream({
+      'POST /v1/messages': sseFile('anthropic/tool-use.sse'),
+    })
     const first = await client.messages
-      .stream({ model: CLAUDE, max_tokens: 1024, tools: [weatherTool], messages: [{ role: 'user', content: 'Weather in SF?' }] })
+      .stream({
+        model: CLAUDE,
+        max_tokens: 1024,
+        tools: [weatherTool],
+        messages: [{ role: 'user', content: 'Weather in SF?' }],
+      })
       .finalMessage()
     expect(first.stop_reason).toBe('tool_use')
     const call = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')!
-    expect(call).toMatchObject({ id: 'toolu_01T1x1fJ34qAmk2tNTrN7Up6', name: 'get_weather', input: expect.objectContaining({ location: expect.any(String) }) })
+    expect(call).toMatchObject({
+      id: 'toolu_01T1x1fJ34qAmk2tNTrN7Up6',
+      name: 'get_weather',
+      input: expect.objectContaining({ location: expect.any(String) }),
+    })
     fake.setHandler('POST /v1/messages', sseFile('anthropic/text.sse'))
     const second = await client.messages
       .stream({
@@ -274,7 +367,9 @@ describe('/v1/messages in front of an Anthropic upstream', () => {
     expect(second.content).toEqual([{ type: 'text', text: 'Hello!' }])
     const sent = sentBody(fake, 1)
     expect(sent.messages[1].content).toEqual(JSON.parse(JSON.stringify(first.content)))
-    expect(sent.messages[2].content).toEqual([{ type: 'tool_result', tool_use_id: call.id, content: '15 degrees' }])
+    expect(sent.messages[2].content).toEqual([
+      { type: 'tool_result', tool_use_id: call.id, content: '15 degrees' },
+    ])
   })
 })
 
@@ -289,21 +384,40 @@ const toolCallCompletion = {
       message: {
         role: 'assistant',
         content: null,
-        tool_calls: [{ id: 'call_abc', type: 'function', function: { name: 'get_weather', arguments: '{"location":"Paris"}' } }],
+        tool_calls: [
+          {
+            id: 'call_abc',
+            type: 'function',
+            function: { name: 'get_weather', arguments: '{"location":"Paris"}' },
+          },
+        ],
       },
       logprobs: null,
       finish_reason: 'tool_calls',
     },
   ],
-  usage: { prompt_tokens: 50, completion_tokens: 10, total_tokens: 60, prompt_tokens_details: { cached_tokens: 20 } },
+  usage: {
+    prompt_tokens: 50,
+    completion_tokens: 10,
+    total_tokens: 60,
+    prompt_tokens_details: { cached_tokens: 20 },
+  },
 }
 
 const chunk = (delta: object, finish: string | null = null) =>
-  JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })
+  JSON.stringify({
+    id: 'c1',
+    object: 'chat.completion.chunk',
+    created: 1,
+    model: 'gpt-4o-mini',
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  })
 
 describe('/v1/messages in front of an OpenAI-compatible upstream', () => {
   it('translates a tool-use round trip both ways', async () => {
-    const { fake, client } = await openaiUpstream({ 'POST /v1/chat/completions': (_r, res) => sendJson(res, 200, toolCallCompletion) })
+    const { fake, client } = await openaiUpstream({
+      'POST /v1/chat/completions': (_r, res) => sendJson(res, 200, toolCallCompletion),
+    })
     const first = await client.messages.create({
       model: GPT,
       max_tokens: 500,
@@ -313,14 +427,25 @@ describe('/v1/messages in front of an OpenAI-compatible upstream', () => {
       messages: [{ role: 'user', content: 'Weather in Paris?' }],
     })
     expect(first.stop_reason).toBe('tool_use')
-    expect(first.content).toEqual([{ type: 'tool_use', id: 'call_abc', name: 'get_weather', input: { location: 'Paris' } }])
+    expect(first.content).toEqual([
+      { type: 'tool_use', id: 'call_abc', name: 'get_weather', input: { location: 'Paris' } },
+    ])
     expect(first.usage).toMatchObject({ input_tokens: 30, cache_read_input_tokens: 20, output_tokens: 10 })
     const sent = sentBody(fake, 0)
     expect(sent.messages).toEqual([
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Weather in Paris?' },
     ])
-    expect(sent.tools).toEqual([{ type: 'function', function: { name: 'get_weather', description: weatherTool.description, parameters: weatherTool.input_schema } }])
+    expect(sent.tools).toEqual([
+      {
+        type: 'function',
+        function: {
+          name: 'get_weather',
+          description: weatherTool.description,
+          parameters: weatherTool.input_schema,
+        },
+      },
+    ])
     expect(sent.tool_choice).toBe('required')
     expect(sent.max_tokens ?? sent.max_completion_tokens).toBe(500)
 
@@ -332,12 +457,28 @@ describe('/v1/messages in front of an OpenAI-compatible upstream', () => {
       messages: [
         { role: 'user', content: 'Weather in Paris?' },
         { role: 'assistant', content: first.content },
-        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_abc', content: '18C' }, { type: 'text', text: 'Thanks' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: 'call_abc', content: '18C' },
+            { type: 'text', text: 'Thanks' },
+          ],
+        },
       ],
     })
     expect(second.content).toEqual([{ type: 'text', text: 'Hello! How can I assist you today?' }])
     expect(sentBody(fake, 1).messages.slice(1)).toEqual([
-      { role: 'assistant', content: null, tool_calls: [{ id: 'call_abc', type: 'function', function: { name: 'get_weather', arguments: '{"location":"Paris"}' } }] },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          {
+            id: 'call_abc',
+            type: 'function',
+            function: { name: 'get_weather', arguments: '{"location":"Paris"}' },
+          },
+        ],
+      },
       { role: 'tool', tool_call_id: 'call_abc', content: '18C' },
       { role: 'user', content: [{ type: 'text', text: 'Thanks' }] },
     ])
@@ -349,16 +490,32 @@ describe('/v1/messages in front of an OpenAI-compatible upstream', () => {
         sendSse(res, [
           chunk({ role: 'assistant', content: '' }),
           chunk({ content: 'Let me check.' }),
-          chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }),
+          chunk({
+            tool_calls: [
+              { index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } },
+            ],
+          }),
           chunk({ tool_calls: [{ index: 0, function: { arguments: '{"location":' } }] }),
           chunk({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] }),
           chunk({}, 'tool_calls'),
-          JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [], usage: { prompt_tokens: 40, completion_tokens: 9, total_tokens: 49 } }),
+          JSON.stringify({
+            id: 'c1',
+            object: 'chat.completion.chunk',
+            created: 1,
+            model: 'gpt-4o-mini',
+            choices: [],
+            usage: { prompt_tokens: 40, completion_tokens: 9, total_tokens: 49 },
+          }),
           '[DONE]',
         ]),
     })
     const message = await client.messages
-      .stream({ model: GPT, max_tokens: 300, tools: [weatherTool], messages: [{ role: 'user', content: 'Weather in Paris?' }] })
+      .stream({
+        model: GPT,
+        max_tokens: 300,
+        tools: [weatherTool],
+        messages: [{ role: 'user', content: 'Weather in Paris?' }],
+      })
       .finalMessage()
     expect(message.content).toEqual([
       { type: 'text', text: 'Let me check.' },
@@ -370,7 +527,9 @@ describe('/v1/messages in front of an OpenAI-compatible upstream', () => {
   })
 
   it('an image block reaches the upstream as an image_url part', async () => {
-    const { fake, client } = await openaiUpstream({ 'POST /v1/chat/completions': jsonFile('openai-compat/completion.json') })
+    const { fake, client } = await openaiUpstream({
+      'POST /v1/chat/completions': jsonFile('openai-compat/completion.json'),
+    })
     await client.messages.create({
       model: GPT,
       max_tokens: 100,
@@ -391,11 +550,16 @@ describe('/v1/messages in front of an OpenAI-compatible upstream', () => {
   })
 })
 
-
 describe('/v1/messages: streams that fail, reasoning from other providers, Gemini', () => {
   it('an upstream error after the stream started is an Anthropic error event, never a silent end', async () => {
-    const { client } = await anthropicUpstream({ 'POST /v1/messages': sseFile('anthropic/error-mid-stream.sse') })
-    const stream = client.messages.stream({ model: CLAUDE, max_tokens: 100, messages: [{ role: 'user', content: 'x' }] })
+    const { client } = await anthropicUpstream({
+      'POST /v1/messages': sseFile('anthropic/error-mid-stream.sse'),
+    })
+    const stream = client.messages.stream({
+      model: CLAUDE,
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'x' }],
+    })
     let text = ''
     stream.on('text', (t) => (text += t))
     const err = await stream.finalMessage().catch((e: unknown) => e)
@@ -405,7 +569,9 @@ describe('/v1/messages: streams that fail, reasoning from other providers, Gemin
   })
 
   it('reasoning of an OpenAI-compatible upstream streams as a thinking block', async () => {
-    const { client } = await openaiUpstream({ 'POST /v1/chat/completions': sseFile('openai-compat/deepseek-reasoning.sse') })
+    const { client } = await openaiUpstream({
+      'POST /v1/chat/completions': sseFile('openai-compat/deepseek-reasoning.sse'),
+    })
     const message = await client.messages
       .stream({
         model: GPT,
@@ -424,13 +590,22 @@ describe('/v1/messages: streams that fail, reasoning from other providers, Gemin
     const { fake, client } = await behind(
       {
         'POST /v1beta/models/gemini-3-pro-preview:generateContent': (_req, res) =>
-          sendJson(res, 200, readJsonFixture(`gemini/${turn++ === 0 ? 'parallel-function-calls.json' : 'completion.json'}`)),
+          sendJson(
+            res,
+            200,
+            readJsonFixture(`gemini/${turn++ === 0 ? 'parallel-function-calls.json' : 'completion.json'}`),
+          ),
       },
       (origin) => ({ GEMINI_API_KEY: UPSTREAM_KEY, GEMINI_BASE_URL: origin }),
     )
     const model = 'google/gemini-3-pro-preview'
     const ask: Anthropic.MessageParam = { role: 'user', content: 'Weather in Paris and Tokyo?' }
-    const first = await client.messages.create({ model, max_tokens: 1000, tools: [weatherTool], messages: [ask] })
+    const first = await client.messages.create({
+      model,
+      max_tokens: 1000,
+      tools: [weatherTool],
+      messages: [ask],
+    })
     expect(first.stop_reason).toBe('tool_use')
     const calls = first.content.filter((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')
     expect(calls.map((c) => c.input)).toEqual([{ location: 'Paris, France' }, { location: 'Tokyo, Japan' }])
@@ -441,7 +616,10 @@ describe('/v1/messages: streams that fail, reasoning from other providers, Gemin
       messages: [
         ask,
         { role: 'assistant', content: first.content },
-        { role: 'user', content: calls.map((c) => ({ type: 'tool_result' as const, tool_use_id: c.id, content: '20C' })) },
+        {
+          role: 'user',
+          content: calls.map((c) => ({ type: 'tool_result' as const, tool_use_id: c.id, content: '20C' })),
+        },
       ],
     })
     expect(second.content.map((b) => b.type)).toContain('text')
@@ -461,7 +639,11 @@ describe('/v1/messages: streams that fail, reasoning from other providers, Gemin
     const id = response.headers.get('x-generation-id')!
     expect(id).toMatch(/^gen-/)
     const record = await readGeneration(gw, id)
-    expect(record).toMatchObject({ api: '/v1/messages', streamed: true, usage: { prompt_tokens: 41, completion_tokens: 178 } })
+    expect(record).toMatchObject({
+      api: '/v1/messages',
+      streamed: true,
+      usage: { prompt_tokens: 41, completion_tokens: 178 },
+    })
     expect(record.usage.cost).toBeGreaterThan(0)
   })
 })

@@ -56,6 +56,11 @@ export function toChatRequest(req: MessagesRequest, options: DialectOptions = {}
   return out
 }
 
+/** A count_tokens request: the prompt, with the client's body for an Anthropic upstream's own count. */
+export function toCountRequest(req: CountTokensRequest, options: DialectOptions = {}): ChatRequestWithNative {
+  return { ...toPrompt(req), [ANTHROPIC_NATIVE]: { body: req, beta: options.beta ?? [] } }
+}
+
 /** The prompt alone (model, system, messages, tools, thinking): what count_tokens measures, too. */
 export function toPrompt(req: CountTokensRequest): ChatRequest {
   const messages: ChatMessage[] = []
@@ -67,7 +72,9 @@ export function toPrompt(req: CountTokensRequest): ChatRequest {
   req.messages.forEach((m, i) => {
     const at = `messages[${i}]`
     if (typeof m.content === 'string') {
-      messages.push(m.role === 'user' ? { role: 'user', content: m.content } : { role: 'assistant', content: m.content })
+      messages.push(
+        m.role === 'user' ? { role: 'user', content: m.content } : { role: 'assistant', content: m.content },
+      )
       return
     }
     if (m.role === 'assistant') messages.push(toAssistant(m.content, at))
@@ -145,11 +152,7 @@ function toUser(blocks: Block[], at: string): ChatMessage[] {
         out.push(toToolMessage(b, bAt))
         return
       default:
-        throw invalidRequest(
-          'invalid_value',
-          `user messages do not take ${b.type} blocks`,
-          `${bAt}.type`,
-        )
+        throw invalidRequest('invalid_value', `user messages do not take ${b.type} blocks`, `${bAt}.type`)
     }
   })
   if (parts.length > 0) out.push({ role: 'user', content: parts })

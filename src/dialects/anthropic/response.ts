@@ -79,7 +79,9 @@ export function decodeForeignDetail(data: string): ReasoningDetail | undefined {
     const value: unknown = JSON.parse(
       Buffer.from(data.slice(FOREIGN_DETAIL_PREFIX.length), 'base64url').toString('utf8'),
     )
-    return typeof value === 'object' && value !== null && typeof (value as { type?: unknown }).type === 'string'
+    return typeof value === 'object' &&
+      value !== null &&
+      typeof (value as { type?: unknown }).type === 'string'
       ? (value as ReasoningDetail)
       : undefined
   } catch {
@@ -99,7 +101,8 @@ export function toThinkingBlocks(
         const signature = d.format === ANTHROPIC_REASONING_FORMAT ? (d.signature ?? '') : ''
         return [{ type: 'thinking', thinking: d.text ?? '', signature }]
       }
-      if (d.format !== ANTHROPIC_REASONING_FORMAT) return [{ type: 'redacted_thinking', data: encodeForeignDetail(d) }]
+      if (d.format !== ANTHROPIC_REASONING_FORMAT)
+        return [{ type: 'redacted_thinking', data: encodeForeignDetail(d) }]
       if (d.type === 'reasoning.encrypted' && typeof d.data === 'string') {
         return [{ type: 'redacted_thinking', data: d.data }]
       }

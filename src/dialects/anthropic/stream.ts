@@ -102,7 +102,11 @@ export function createEventTranslator(meta: MessageMeta): EventTranslator {
     const d = choice.delta
     if (typeof d.reasoning === 'string' && d.reasoning !== '') {
       const index = ensure(out, 'thinking')
-      out.push({ type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: d.reasoning } })
+      out.push({
+        type: 'content_block_delta',
+        index,
+        delta: { type: 'thinking_delta', thinking: d.reasoning },
+      })
     }
     for (const detail of d.reasoning_details ?? []) onDetail(out, detail)
     if (typeof d.content === 'string' && d.content !== '') {
@@ -122,7 +126,11 @@ export function createEventTranslator(meta: MessageMeta): EventTranslator {
       }
       const args = call.function?.arguments
       if (args) {
-        out.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: args } })
+        out.push({
+          type: 'content_block_delta',
+          index,
+          delta: { type: 'input_json_delta', partial_json: args },
+        })
       }
     }
     if (choice.finish_reason) {

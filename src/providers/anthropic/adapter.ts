@@ -4,9 +4,10 @@ import { resolveReasoning } from '../shared/request.ts'
 import { newChunkMeta } from '../shared/stream.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
-import { toUpstreamBody } from './request.ts'
+import { toCountTokensBody, toUpstreamBody } from './request.ts'
 import { fromAnthropicMessage } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
+import { z } from 'zod'
 import { ANTHROPIC_VERSION, anthropicMessageSchema, nativeAnthropicOf, parseAnthropicEvent } from './wire.ts'
 
 // The only file of the Anthropic folder that does I/O.
@@ -18,11 +19,19 @@ function headers(call: UpstreamCall, accept: string, beta: string[]): Record<str
   return h
 }
 
-function post(call: UpstreamCall, req: ChatRequest, payload: unknown, accept: string): Promise<UpstreamResponse> {
-  const url = `${call.upstream.baseUrl}/v1/messages`
+function post(
+  call: UpstreamCall,
+  req: ChatRequest,
+  payload: unknown,
+  accept: string,
+  path = '/v1/messages',
+): Promise<UpstreamResponse> {
+  const url = `${call.upstream.baseUrl}${path}`
   const beta = nativeAnthropicOf(req)?.beta ?? []
   return postChecked(call, url, headers(call, accept, beta), payload, fromAnthropicError)
 }
+
+const countSchema = z.looseObject({ input_tokens: z.number().int().min(0) })
 
 export function createAnthropicAdapter(now: () => number = Date.now): ProviderAdapter {
   const meta = (call: UpstreamCall) => newChunkMeta(call.upstreamModel, now())
@@ -35,6 +44,14 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
       const parsed = anthropicMessageSchema.safeParse(await readJson(call, res.body))
       if (!parsed.success) throw malformedUpstream(call, 'response is not a message', parsed.error)
       return fromAnthropicMessage(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
+    },
+
+    async countTokens(req, call) {
+      const body = toCountTokensBody(req, call.upstreamModel)
+      const res = await post(call, req, body, 'application/json', '/v1/messages/count_tokens')
+      const parsed = countSchema.safeParse(await readJson(call, res.body))
+      if (!parsed.success) throw malformedUpstream(call, 'response is not a token count', parsed.error)
+      return parsed.data.input_tokens
     },
 
     chatStream(req, call) {

@@ -425,3 +425,26 @@ export function toUpstreamBody(req: ChatRequest, upstreamModel: string, stream: 
   else delete body.stream
   return body
 }
+
+/** What count_tokens refuses: the fields of a request that only sampling reads. */
+const samplingFields = [
+  'max_tokens',
+  'stream',
+  'temperature',
+  'top_p',
+  'top_k',
+  'stop_sequences',
+  'metadata',
+  'service_tier',
+]
+
+/** The body of `POST /v1/messages/count_tokens`: the prompt of the request, native or translated. */
+export function toCountTokensBody(req: ChatRequest, upstreamModel: string): Record<string, unknown> {
+  const native = nativeAnthropicOf(req)
+  const body: Record<string, unknown> = native
+    ? { ...native.body }
+    : { ...toAnthropicRequest({ ...req, stream: false }, upstreamModel) }
+  for (const field of samplingFields) delete body[field]
+  body.model = upstreamModel
+  return body
+}

@@ -58,22 +58,41 @@ describe('Anthropic Messages request → chat request', () => {
     expect(req.tools).toEqual([
       {
         type: 'function',
-        function: { name: 'read_file', description: 'Read a file', parameters: agentTurn.tools[0]!.input_schema },
+        function: {
+          name: 'read_file',
+          description: 'Read a file',
+          parameters: agentTurn.tools[0]!.input_schema,
+        },
         cache_control: { type: 'ephemeral' },
       },
     ])
     expect(req.messages).toEqual([
-      { role: 'system', content: [{ type: 'text', text: 'You are a coding agent.', cache_control: { type: 'ephemeral' } }] },
+      {
+        role: 'system',
+        content: [{ type: 'text', text: 'You are a coding agent.', cache_control: { type: 'ephemeral' } }],
+      },
       { role: 'user', content: 'Read README.md' },
       {
         role: 'assistant',
         content: 'Reading.',
         reasoning: 'I should read it.',
         reasoning_details: [
-          { type: 'reasoning.text', text: 'I should read it.', signature: 'sig-abc', format: 'anthropic-claude-v1', index: 0 },
+          {
+            type: 'reasoning.text',
+            text: 'I should read it.',
+            signature: 'sig-abc',
+            format: 'anthropic-claude-v1',
+            index: 0,
+          },
           { type: 'reasoning.encrypted', data: 'opaque', format: 'anthropic-claude-v1', index: 1 },
         ],
-        tool_calls: [{ id: 'toolu_01', type: 'function', function: { name: 'read_file', arguments: '{"path":"README.md"}' } }],
+        tool_calls: [
+          {
+            id: 'toolu_01',
+            type: 'function',
+            function: { name: 'read_file', arguments: '{"path":"README.md"}' },
+          },
+        ],
       },
       { role: 'tool', tool_call_id: 'toolu_01', content: '# Junction' },
       {
@@ -90,9 +109,15 @@ describe('Anthropic Messages request → chat request', () => {
   it('translated for Anthropic, keeps the thinking signatures and cache_control on the parts it knows', () => {
     const req = toChatRequest(parseMessagesRequest(agentTurn))
     const body = toAnthropicRequest(req, 'claude-sonnet-4-5')
-    expect(body.messages[1]!.content[0]).toEqual({ type: 'thinking', thinking: 'I should read it.', signature: 'sig-abc' })
+    expect(body.messages[1]!.content[0]).toEqual({
+      type: 'thinking',
+      thinking: 'I should read it.',
+      signature: 'sig-abc',
+    })
     expect(body.messages[1]!.content[1]).toEqual({ type: 'redacted_thinking', data: 'opaque' })
-    expect(body.system).toEqual([{ type: 'text', text: 'You are a coding agent.', cache_control: { type: 'ephemeral' } }])
+    expect(body.system).toEqual([
+      { type: 'text', text: 'You are a coding agent.', cache_control: { type: 'ephemeral' } },
+    ])
   })
 
   it('carries the client body to an Anthropic upstream whole, with the deployment model and reserved limit', () => {
@@ -103,29 +128,57 @@ describe('Anthropic Messages request → chat request', () => {
     expect({ ...req }[ANTHROPIC_NATIVE]).toBeDefined()
     expect(JSON.stringify(req)).not.toContain('context_management')
     const body = toUpstreamBody({ ...req, max_completion_tokens: 1000 }, 'claude-sonnet-4-5-20250929', true)
-    expect(body).toEqual({ ...withExtra, model: 'claude-sonnet-4-5-20250929', max_tokens: 1000, stream: true })
+    expect(body).toEqual({
+      ...withExtra,
+      model: 'claude-sonnet-4-5-20250929',
+      max_tokens: 1000,
+      stream: true,
+    })
   })
 
   it('maps tool_choice and thinking modes', () => {
-    const base = { model: 'm/x', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], tools: [{ name: 't', input_schema: { type: 'object' } }] }
-    const choice = (tool_choice: unknown) => toChatRequest(parseMessagesRequest({ ...base, tool_choice })).tool_choice
+    const base = {
+      model: 'm/x',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [{ name: 't', input_schema: { type: 'object' } }],
+    }
+    const choice = (tool_choice: unknown) =>
+      toChatRequest(parseMessagesRequest({ ...base, tool_choice })).tool_choice
     expect(choice({ type: 'any' })).toBe('required')
     expect(choice({ type: 'none' })).toBe('none')
     expect(choice({ type: 'tool', name: 't' })).toEqual({ type: 'function', function: { name: 't' } })
-    expect(toPrompt(parseMessagesRequest({ ...base, thinking: { type: 'adaptive' } })).reasoning).toEqual({ enabled: true })
-    expect(toPrompt(parseMessagesRequest({ ...base, thinking: { type: 'disabled' } })).reasoning).toEqual({ enabled: false })
+    expect(toPrompt(parseMessagesRequest({ ...base, thinking: { type: 'adaptive' } })).reasoning).toEqual({
+      enabled: true,
+    })
+    expect(toPrompt(parseMessagesRequest({ ...base, thinking: { type: 'disabled' } })).reasoning).toEqual({
+      enabled: false,
+    })
   })
 
   it('refuses what it cannot translate with a 400 naming it', () => {
     const base = { model: 'm/x', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }
-    expect(() => toChatRequest(parseMessagesRequest({ ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }))).toThrow(
-      expect.objectContaining({ status: 400, param: 'tools[0].type', message: expect.stringContaining('web_search') }),
+    expect(() =>
+      toChatRequest(
+        parseMessagesRequest({ ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }),
+      ),
+    ).toThrow(
+      expect.objectContaining({
+        status: 400,
+        param: 'tools[0].type',
+        message: expect.stringContaining('web_search'),
+      }),
     )
     expect(() =>
       toChatRequest(
         parseMessagesRequest({
           ...base,
-          messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'url', url: 'https://example.com/a.pdf' } }] }],
+          messages: [
+            {
+              role: 'user',
+              content: [{ type: 'document', source: { type: 'url', url: 'https://example.com/a.pdf' } }],
+            },
+          ],
         }),
       ),
     ).toThrow(expect.objectContaining({ status: 400, param: 'messages[0].content[0].source.type' }))
@@ -133,7 +186,12 @@ describe('Anthropic Messages request → chat request', () => {
 
   it('requires max_tokens, as Anthropic does', () => {
     expect(() => parseMessagesRequest({ model: 'm/x', messages: [{ role: 'user', content: 'hi' }] })).toThrow(
-      expect.objectContaining({ status: 400, code: 'missing_field', param: 'max_tokens', message: 'max_tokens: Field required' }),
+      expect.objectContaining({
+        status: 400,
+        code: 'missing_field',
+        param: 'max_tokens',
+        message: 'max_tokens: Field required',
+      }),
     )
   })
 })

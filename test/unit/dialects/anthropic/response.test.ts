@@ -48,13 +48,23 @@ describe('chat completion → Anthropic message', () => {
           finish_reason: 'stop',
         },
       ],
-      usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15, prompt_tokens_details: { cached_tokens: 2, cache_write_tokens: 4 } },
+      usage: {
+        prompt_tokens: 12,
+        completion_tokens: 3,
+        total_tokens: 15,
+        prompt_tokens_details: { cached_tokens: 2, cache_write_tokens: 4 },
+      },
     })
     expect(out.content).toEqual([
       { type: 'thinking', thinking: 'hmm', signature: '' },
       { type: 'text', text: 'Hi' },
     ])
-    expect(out.usage).toEqual({ input_tokens: 6, output_tokens: 3, cache_read_input_tokens: 2, cache_creation_input_tokens: 4 })
+    expect(out.usage).toEqual({
+      input_tokens: 6,
+      output_tokens: 3,
+      cache_read_input_tokens: 2,
+      cache_creation_input_tokens: 4,
+    })
   })
 })
 
@@ -71,7 +81,11 @@ describe('errors in Anthropic shape', () => {
       [new GatewayError('upstream_error', 'x'), 'api_error'],
     ]
     for (const [e, type] of cases) {
-      expect(toAnthropicErrorBody(e, 'req-1')).toEqual({ type: 'error', error: { type, message: e.message }, request_id: 'req-1' })
+      expect(toAnthropicErrorBody(e, 'req-1')).toEqual({
+        type: 'error',
+        error: { type, message: e.message },
+        request_id: 'req-1',
+      })
     }
   })
 })

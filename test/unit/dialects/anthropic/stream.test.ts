@@ -11,7 +11,8 @@ const meta = { id: 'gen-1', model: 'anthropic/claude-sonnet-4-5' }
 async function upstreamEvents(name: string): Promise<AnthropicEvent[]> {
   return (await readSseFixture(`anthropic/${name}`)).map((raw) => {
     const r = parseAnthropicEvent(raw)
-    if (!r.ok || r.event === undefined) throw new Error(`fixture event does not parse: ${JSON.stringify(raw)}`)
+    if (!r.ok || r.event === undefined)
+      throw new Error(`fixture event does not parse: ${JSON.stringify(raw)}`)
     return r.event
   })
 }
@@ -27,7 +28,10 @@ async function roundTrip(name: string) {
   return { upstream, out }
 }
 
-const chunk = (delta: ChatChunk['choices'][number]['delta'], finish: ChatChunk['choices'][number]['finish_reason'] = null): ChatChunk => ({
+const chunk = (
+  delta: ChatChunk['choices'][number]['delta'],
+  finish: ChatChunk['choices'][number]['finish_reason'] = null,
+): ChatChunk => ({
   id: 'gen-1',
   object: 'chat.completion.chunk',
   created: 0,
@@ -41,7 +45,10 @@ describe('chat chunks → Anthropic stream events', () => {
     const before = rebuildMessage(upstream)
     const after = rebuildMessage(out)
     expect(after.content).toEqual(before.content)
-    expect(after.content[0]).toMatchObject({ type: 'thinking', signature: 'EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds' })
+    expect(after.content[0]).toMatchObject({
+      type: 'thinking',
+      signature: 'EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds',
+    })
     expect(after.stop_reason).toBe('end_turn')
     expect(after.usage).toMatchObject({ input_tokens: 41, output_tokens: 178 })
   })
@@ -86,19 +93,31 @@ describe('chat chunks → Anthropic stream events', () => {
       ...translate([chunk({ role: 'assistant', content: '' }), chunk({ reasoning: 'Let me think.' })]),
       ...translate([chunk({ content: 'Calling.' })]),
       ...translate([
-        chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }),
+        chunk({
+          tool_calls: [
+            { index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } },
+          ],
+        }),
         chunk({ tool_calls: [{ index: 0, function: { arguments: '{"location":' } }] }),
         chunk({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] }),
         chunk({}, 'tool_calls'),
         {
           ...chunk({}),
           choices: [],
-          usage: { prompt_tokens: 30, completion_tokens: 12, total_tokens: 42, prompt_tokens_details: { cached_tokens: 10 } },
+          usage: {
+            prompt_tokens: 30,
+            completion_tokens: 12,
+            total_tokens: 42,
+            prompt_tokens_details: { cached_tokens: 10 },
+          },
         },
       ]),
       ...translate.end(),
     ]
-    expect(events[0]).toMatchObject({ type: 'message_start', message: { id: 'gen-1', model: 'openai/gpt-x', role: 'assistant' } })
+    expect(events[0]).toMatchObject({
+      type: 'message_start',
+      message: { id: 'gen-1', model: 'openai/gpt-x', role: 'assistant' },
+    })
     expect(rebuildMessage(events)).toEqual({
       content: [
         { type: 'thinking', thinking: 'Let me think.', signature: '' },
@@ -106,14 +125,21 @@ describe('chat chunks → Anthropic stream events', () => {
         { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { location: 'Paris' } },
       ],
       stop_reason: 'tool_use',
-      usage: { input_tokens: 20, output_tokens: 12, cache_read_input_tokens: 10, cache_creation_input_tokens: 0 },
+      usage: {
+        input_tokens: 20,
+        output_tokens: 12,
+        cache_read_input_tokens: 10,
+        cache_creation_input_tokens: 0,
+      },
     })
   })
 
   it('maps the output limit to max_tokens, and ends an empty stream with a whole message', () => {
     const translate = createEventTranslator(meta)
     translate([chunk({ content: 'abc' }, 'length')])
-    expect(translate.end().find((e) => e.type === 'message_delta')).toMatchObject({ delta: { stop_reason: 'max_tokens' } })
+    expect(translate.end().find((e) => e.type === 'message_delta')).toMatchObject({
+      delta: { stop_reason: 'max_tokens' },
+    })
     const empty = createEventTranslator(meta)
     expect(empty.end().map((e) => e.type)).toEqual(['message_start', 'ping', 'message_delta', 'message_stop'])
     expect(empty.end()).toEqual([])
