@@ -89,8 +89,7 @@ async function agentLoop(gw: TestGateway, model: string) {
       ],
     })
     .finalMessage()
-  const ids = [first.request_id, second.id]
-  return { firstMessage, second, call, ids }
+  return { firstMessage, second, call }
 }
 
 const ev = {
@@ -261,6 +260,8 @@ describe('a coding agent through /v1/messages', () => {
       'Bash',
     ])
     expect(sent[0]!.stream).toBe(true)
+    // thinking.budget_tokens 4000 as OpenAI's effort.
+    expect(sent[0]!.reasoning_effort).toBe('low')
     expect(sent[1]!.messages.slice(2)).toEqual([
       expect.objectContaining({
         role: 'assistant',

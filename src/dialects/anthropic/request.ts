@@ -83,13 +83,20 @@ export function toPrompt(req: CountTokensRequest): ChatRequest {
   const out: ChatRequest = { model: req.model, messages }
   Object.assign(out, toTools(req.tools, req.tool_choice))
   if (req.thinking?.type === 'enabled') {
-    out.reasoning = { enabled: true, max_tokens: req.thinking.budget_tokens }
+    const budget = req.thinking.budget_tokens
+    // The budget for upstreams that take one (Anthropic, Gemini); an effort for those that take that.
+    out.reasoning = { enabled: true, max_tokens: budget, effort: effortOf(budget) }
   } else if (req.thinking?.type === 'adaptive') {
     out.reasoning = { enabled: true }
   } else if (req.thinking?.type === 'disabled') {
     out.reasoning = { enabled: false }
   }
   return out
+}
+
+/** A thinking budget as an effort, around the budgets the Anthropic adapter gives each effort. */
+export function effortOf(budget: number): 'low' | 'medium' | 'high' {
+  return budget < 4096 ? 'low' : budget < 12_288 ? 'medium' : 'high'
 }
 
 function cacheOf(block: { cache_control?: unknown }): { cache_control?: unknown } {

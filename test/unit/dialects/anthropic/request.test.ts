@@ -52,7 +52,7 @@ describe('Anthropic Messages request → chat request', () => {
     expect(req.stop).toEqual(['END'])
     expect(req.top_k).toBe(5)
     expect(req.user).toBe('user-42')
-    expect(req.reasoning).toEqual({ enabled: true, max_tokens: 2048 })
+    expect(req.reasoning).toEqual({ enabled: true, max_tokens: 2048, effort: 'low' })
     expect(req.parallel_tool_calls).toBe(false)
     expect(req.tool_choice).toBe('auto')
     expect(req.tools).toEqual([
