@@ -631,6 +631,29 @@ describe('/v1/messages: streams that fail, reasoning from other providers, Gemin
     expect(sentBody(fake, 1).contents[2].parts).toHaveLength(2)
   })
 
+  it('Gemini: a streamed answer with thought summaries comes as a thinking block, then the text and its signature', async () => {
+    const { fake, client } = await behind(
+      { 'POST /v1beta/models/gemini-2.5-flash:streamGenerateContent': sseFile('gemini/thinking.sse') },
+      (origin) => ({ GEMINI_API_KEY: UPSTREAM_KEY, GEMINI_BASE_URL: origin }),
+    )
+    const message = await client.messages
+      .stream({
+        model: 'google/gemini-2.5-flash',
+        max_tokens: 16384,
+        thinking: { type: 'enabled', budget_tokens: 2048 },
+        messages: [{ role: 'user', content: 'GCD of 1071 and 462?' }],
+      })
+      .finalMessage()
+    // Gemini's thought signature (on its last part) travels as a redacted_thinking block.
+    expect(message.content.map((b) => b.type)).toEqual(['thinking', 'text', 'redacted_thinking'])
+    expect(message.content[1]).toMatchObject({ text: 'The GCD of 1071 and 462 is 21.' })
+    expect(message.content[2]).toMatchObject({ data: expect.stringMatching(/^junction\.detail\.v1:/) })
+    expect(sentBody(fake).generationConfig.thinkingConfig).toEqual({
+      thinkingBudget: 2048,
+      includeThoughts: true,
+    })
+  })
+
   it('is billed like chat: the record carries the upstream usage and a cost', async () => {
     const { gw, client } = await anthropicUpstream({ 'POST /v1/messages': sseFile('anthropic/thinking.sse') })
     const { response } = await client.messages
