@@ -9,6 +9,7 @@ import {
   startFakeUpstream,
   type FakeHandler,
 } from '../support/fake-upstream.ts'
+import { toAnthropicSse } from '../support/fake-anthropic.ts'
 import { readJsonFixture } from '../support/fixtures.ts'
 import { readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
 
@@ -652,6 +653,50 @@ describe('/v1/messages: streams that fail, reasoning from other providers, Gemin
       thinkingBudget: 2048,
       includeThoughts: true,
     })
+  })
+
+  it('a client that leaves mid-stream aborts the upstream call, and the generation is recorded', async () => {
+    const { fake, gw, client } = await anthropicUpstream({
+      'POST /v1/messages': (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        // The answer starts, then the upstream goes quiet: only the client's leaving ends it.
+        res.write(
+          toAnthropicSse([
+            {
+              type: 'message_start',
+              message: {
+                id: 'msg_1',
+                type: 'message',
+                role: 'assistant',
+                content: [],
+                model: 'claude-sonnet-4-5',
+                usage: { input_tokens: 5, output_tokens: 1 },
+              },
+            },
+            { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+            { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Once upon' } },
+          ]),
+        )
+      },
+    })
+    const stream = client.messages.stream({
+      model: CLAUDE,
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'a story' }],
+    })
+    let id = ''
+    stream.on('streamEvent', (e) => {
+      if (e.type === 'message_start') id = e.message.id
+    })
+    await new Promise((resolve) => stream.once('text', resolve))
+    const aborted = fake.nextAbort()
+    const ended = stream.done().catch((e: unknown) => e)
+    stream.abort()
+    await aborted
+    expect(await ended).toBeInstanceOf(Anthropic.APIUserAbortError)
+    expect(fake.abortedResponses).toBe(1)
+    const record = await readGeneration(gw, id)
+    expect(record).toMatchObject({ api: '/v1/messages', streamed: true, cancelled: true })
   })
 
   it('is billed like chat: the record carries the upstream usage and a cost', async () => {
