@@ -20,6 +20,7 @@ import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/
 import { accountRoutes } from './routes/account.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { chatRoutes } from './routes/chat.ts'
+import { messagesRoutes } from './routes/messages.ts'
 import { embeddingsRoutes } from './routes/embeddings.ts'
 import { filesRoutes } from './routes/files.ts'
 import { healthRoutes } from './routes/health.ts'
@@ -278,6 +279,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await app.register(adminRoutes, { deps, adminKey: deps.config.adminKey })
     await app.register(metricsRoutes, { deps, adminKey: deps.config.adminKey })
   }
+  // Anthropic's Messages API: its own auth (x-api-key too) and error shape.
+  await app.register(messagesRoutes, { deps })
   // Everything under /v1 and /routed needs an account.
   await app.register(async (api) => {
     api.addHook('onRequest', async (request) => {

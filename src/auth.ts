@@ -20,8 +20,27 @@ export async function authenticate(request: FastifyRequest, accounts: AccountSto
   if (header === undefined || header === '') {
     throw new GatewayError('missing_api_key', 'missing API key: send Authorization: Bearer <key>')
   }
-  const m = bearer.exec(header)
-  const key = m?.[1]
+  return findAccount(bearer.exec(header)?.[1], accounts)
+}
+
+/**
+ * The Anthropic dialect's auth: `x-api-key: <key>` as Anthropic's SDK sends it, or a bearer token
+ * (Claude Code sends either). Checked the same way as authenticate.
+ */
+export async function authenticateApiKey(request: FastifyRequest, accounts: AccountStore): Promise<Account> {
+  const apiKey = request.headers['x-api-key']
+  if (typeof apiKey === 'string' && apiKey !== '') return findAccount(apiKey.trim(), accounts)
+  const header = request.headers.authorization
+  if (header === undefined || header === '') {
+    throw new GatewayError(
+      'missing_api_key',
+      'missing API key: send x-api-key: <key> or Authorization: Bearer <key>',
+    )
+  }
+  return findAccount(bearer.exec(header)?.[1], accounts)
+}
+
+async function findAccount(key: string | undefined, accounts: AccountStore): Promise<Account> {
   const account = key === undefined || key.length > 512 ? null : await accounts.findByKeyHash(hashKey(key))
   if (!account) throw new GatewayError('invalid_api_key', 'invalid API key')
   return account

@@ -106,3 +106,8 @@ export async function* writeSse(
     yield sseData(toErrorBody(e, o.requestId))
   }
 }
+
+/** One event with its name, as Anthropic's streams frame them: `event: <type>\ndata: <json>\n\n`. */
+export function sseNamedEvent(type: string, value: unknown): string {
+  return `event: ${type}\ndata: ${JSON.stringify(value)}\n\n`
+}

@@ -193,4 +193,6 @@ export interface ProviderAdapter {
    */
   chatStream(req: ChatRequest, call: UpstreamCall): AsyncIterable<ChatChunk[]>
   embed?(req: EmbeddingsRequest, call: UpstreamCall): Promise<EmbeddingsResponse>
+  /** The prompt's input tokens as the upstream counts them, where it offers counting (Anthropic). */
+  countTokens?(req: ChatRequest, call: UpstreamCall): Promise<number>
 }

@@ -68,14 +68,14 @@ function pickedUnion<const S extends Options>(
 const jsonObjectSchema = z.record(z.string(), z.unknown())
 
 /** zod reports a missing enum value as `invalid_value`; checking for a string first makes it `missing_field`. */
-function requiredEnum<const T extends readonly [string, ...string[]]>(values: T) {
+export function requiredEnum<const T extends readonly [string, ...string[]]>(values: T) {
   return z.string().pipe(z.enum(values))
 }
 
 type Discriminable = readonly [z.core.$ZodTypeDiscriminable, ...z.core.$ZodTypeDiscriminable[]]
 
 /** A union discriminated by `type`; as with requiredEnum, a missing `type` is `missing_field`. */
-function typeUnion<const T extends Discriminable>(options: T) {
+export function typeUnion<const T extends Discriminable>(options: T) {
   const union = z.discriminatedUnion('type', options)
   const tagged = z.looseObject({ type: z.string() })
   return pickedUnion(

@@ -4,23 +4,34 @@ import { resolveReasoning } from '../shared/request.ts'
 import { newChunkMeta } from '../shared/stream.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
-import { toAnthropicRequest } from './request.ts'
+import { toCountTokensBody, toUpstreamBody } from './request.ts'
 import { fromAnthropicMessage } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
-import { ANTHROPIC_VERSION, anthropicMessageSchema, parseAnthropicEvent } from './wire.ts'
+import { z } from 'zod'
+import { ANTHROPIC_VERSION, anthropicMessageSchema, nativeAnthropicOf, parseAnthropicEvent } from './wire.ts'
 
 // The only file of the Anthropic folder that does I/O.
 
-function headers(call: UpstreamCall, accept: string): Record<string, string> {
+function headers(call: UpstreamCall, accept: string, beta: string[]): Record<string, string> {
   const h: Record<string, string> = { 'anthropic-version': ANTHROPIC_VERSION, accept }
   if (call.upstream.apiKey) h['x-api-key'] = call.upstream.apiKey
+  if (beta.length > 0) h['anthropic-beta'] = beta.join(',')
   return h
 }
 
-function post(call: UpstreamCall, payload: unknown, accept: string): Promise<UpstreamResponse> {
-  const url = `${call.upstream.baseUrl}/v1/messages`
-  return postChecked(call, url, headers(call, accept), payload, fromAnthropicError)
+function post(
+  call: UpstreamCall,
+  req: ChatRequest,
+  payload: unknown,
+  accept: string,
+  path = '/v1/messages',
+): Promise<UpstreamResponse> {
+  const url = `${call.upstream.baseUrl}${path}`
+  const beta = nativeAnthropicOf(req)?.beta ?? []
+  return postChecked(call, url, headers(call, accept, beta), payload, fromAnthropicError)
 }
+
+const countSchema = z.looseObject({ input_tokens: z.number().int().min(0) })
 
 export function createAnthropicAdapter(now: () => number = Date.now): ProviderAdapter {
   const meta = (call: UpstreamCall) => newChunkMeta(call.upstreamModel, now())
@@ -28,11 +39,19 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
 
   return {
     async chat(req, call) {
-      const body = toAnthropicRequest({ ...req, stream: false }, call.upstreamModel)
-      const res = await post(call, body, 'application/json')
+      const body = toUpstreamBody(req, call.upstreamModel, false)
+      const res = await post(call, req, body, 'application/json')
       const parsed = anthropicMessageSchema.safeParse(await readJson(call, res.body))
       if (!parsed.success) throw malformedUpstream(call, 'response is not a message', parsed.error)
       return fromAnthropicMessage(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
+    },
+
+    async countTokens(req, call) {
+      const body = toCountTokensBody(req, call.upstreamModel)
+      const res = await post(call, req, body, 'application/json', '/v1/messages/count_tokens')
+      const parsed = countSchema.safeParse(await readJson(call, res.body))
+      if (!parsed.success) throw malformedUpstream(call, 'response is not a token count', parsed.error)
+      return parsed.data.input_tokens
     },
 
     chatStream(req, call) {
@@ -40,8 +59,7 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
       return translateSse(
         call,
         // Translation errors (400) are thrown before anything is sent upstream.
-        () =>
-          post(call, toAnthropicRequest({ ...req, stream: true }, call.upstreamModel), 'text/event-stream'),
+        () => post(call, req, toUpstreamBody(req, call.upstreamModel, true), 'text/event-stream'),
         (json) => {
           const parsed = parseAnthropicEvent(json)
           if (!parsed.ok)

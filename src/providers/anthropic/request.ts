@@ -31,6 +31,7 @@ import type {
   AnthropicTool,
   AnthropicToolChoice,
 } from './wire.ts'
+import { nativeAnthropicOf } from './wire.ts'
 
 // OpenAI chat request → Anthropic Messages request. Pure: throws a 400 GatewayError for what the
 // client sent that Anthropic cannot do; the README's provider table lists each field's fate.
@@ -406,4 +407,44 @@ function toTools(req: ChatRequest): Pick<AnthropicRequest, 'tools' | 'tool_choic
   if (req.parallel_tool_calls === false && toolChoice.type !== 'none')
     toolChoice.disable_parallel_tool_use = true
   return { tools, tool_choice: toolChoice }
+}
+
+/**
+ * The body to send: a request that came in on /v1/messages goes as the client wrote it (its model the
+ * deployment's, its output limit the one admission reserved); any other is translated.
+ */
+export function toUpstreamBody(req: ChatRequest, upstreamModel: string, stream: boolean): unknown {
+  const native = nativeAnthropicOf(req)
+  if (!native) return toAnthropicRequest({ ...req, stream }, upstreamModel)
+  const body: Record<string, unknown> = {
+    ...native.body,
+    model: upstreamModel,
+    max_tokens: req.max_completion_tokens ?? native.body.max_tokens,
+  }
+  if (stream) body.stream = true
+  else delete body.stream
+  return body
+}
+
+/** What count_tokens refuses: the fields of a request that only sampling reads. */
+const samplingFields = [
+  'max_tokens',
+  'stream',
+  'temperature',
+  'top_p',
+  'top_k',
+  'stop_sequences',
+  'metadata',
+  'service_tier',
+]
+
+/** The body of `POST /v1/messages/count_tokens`: the prompt of the request, native or translated. */
+export function toCountTokensBody(req: ChatRequest, upstreamModel: string): Record<string, unknown> {
+  const native = nativeAnthropicOf(req)
+  const body: Record<string, unknown> = native
+    ? { ...native.body }
+    : { ...toAnthropicRequest({ ...req, stream: false }, upstreamModel) }
+  for (const field of samplingFields) delete body[field]
+  body.model = upstreamModel
+  return body
 }

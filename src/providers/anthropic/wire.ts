@@ -294,3 +294,24 @@ export function parseAnthropicEvent(
     ? { ok: true, event: parsed.data as AnthropicEvent }
     : { ok: false, error: parsed.error }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A Messages request that came in on Junction's own /v1/messages
+
+/**
+ * The client's Anthropic body and `anthropic-beta` values, attached to the internal chat request under
+ * this symbol by the Messages dialect. A symbol key survives object spreads and never reaches a JSON
+ * body, so other upstreams never see it; the Anthropic adapter sends this body instead of translating
+ * the chat request, so nothing the client sent (cache_control anywhere, signatures, beta fields) is lost.
+ */
+export const ANTHROPIC_NATIVE = Symbol('junction.anthropic-native')
+
+export interface AnthropicNative {
+  body: Record<string, unknown>
+  /** `anthropic-beta` header values, forwarded as they came. */
+  beta: string[]
+}
+
+export function nativeAnthropicOf(req: object): AnthropicNative | undefined {
+  return (req as { [ANTHROPIC_NATIVE]?: AnthropicNative })[ANTHROPIC_NATIVE]
+}

@@ -1,0 +1,148 @@
+import { ANTHROPIC_REASONING_FORMAT } from '../../providers/anthropic/request.ts'
+import type { ChatCompletion, FinishReason, ReasoningDetail, Usage } from '../../providers/types.ts'
+
+// The internal chat completion → an Anthropic Messages answer. Pure.
+// https://docs.anthropic.com/en/api/messages (the response object)
+
+export type AnthropicStopReason = 'end_turn' | 'max_tokens' | 'tool_use' | 'refusal'
+
+export interface AnthropicUsageOut {
+  input_tokens: number
+  output_tokens: number
+  cache_creation_input_tokens: number
+  cache_read_input_tokens: number
+}
+
+export type AnthropicBlockOut =
+  | { type: 'text'; text: string }
+  | { type: 'thinking'; thinking: string; signature: string }
+  | { type: 'redacted_thinking'; data: string }
+  | { type: 'tool_use'; id: string; name: string; input: unknown }
+
+export interface AnthropicMessageOut {
+  id: string
+  type: 'message'
+  role: 'assistant'
+  model: string
+  content: AnthropicBlockOut[]
+  stop_reason: AnthropicStopReason | null
+  stop_sequence: null
+  usage: AnthropicUsageOut
+}
+
+/** The upstream's stop sequence is not known after translation: a stop is `end_turn` (README). */
+export function toStopReason(r: FinishReason | null | undefined): AnthropicStopReason | null {
+  switch (r) {
+    case 'length':
+      return 'max_tokens'
+    case 'tool_calls':
+    case 'function_call':
+      return 'tool_use'
+    case 'content_filter':
+      return 'refusal'
+    case 'stop':
+      return 'end_turn'
+    default:
+      return null
+  }
+}
+
+/** OpenAI's prompt_tokens includes cached and cache-written tokens; Anthropic counts them apart. */
+export function toAnthropicUsage(u: Usage | undefined | null): AnthropicUsageOut {
+  const cacheRead = u?.prompt_tokens_details?.cached_tokens ?? 0
+  const write = u?.prompt_tokens_details?.['cache_write_tokens']
+  const cacheWrite = typeof write === 'number' ? write : 0
+  return {
+    input_tokens: Math.max(0, (u?.prompt_tokens ?? 0) - cacheRead - cacheWrite),
+    output_tokens: u?.completion_tokens ?? 0,
+    cache_creation_input_tokens: cacheWrite,
+    cache_read_input_tokens: cacheRead,
+  }
+}
+
+/**
+ * Another provider's opaque reasoning detail (Gemini's thought signatures, encrypted reasoning) has no
+ * Anthropic block of its own: it travels as a `redacted_thinking` block whose data is the detail
+ * itself, under this prefix, so a client that sends its blocks back (as Anthropic's clients do)
+ * gives the upstream its detail back unchanged.
+ */
+export const FOREIGN_DETAIL_PREFIX = 'junction.detail.v1:'
+
+export function encodeForeignDetail(d: ReasoningDetail): string {
+  return FOREIGN_DETAIL_PREFIX + Buffer.from(JSON.stringify(d), 'utf8').toString('base64url')
+}
+
+/** The detail a `redacted_thinking` block's data encodes, or undefined for Claude's own data. */
+export function decodeForeignDetail(data: string): ReasoningDetail | undefined {
+  if (!data.startsWith(FOREIGN_DETAIL_PREFIX)) return undefined
+  try {
+    const value: unknown = JSON.parse(
+      Buffer.from(data.slice(FOREIGN_DETAIL_PREFIX.length), 'base64url').toString('utf8'),
+    )
+    return typeof value === 'object' &&
+      value !== null &&
+      typeof (value as { type?: unknown }).type === 'string'
+      ? (value as ReasoningDetail)
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Thinking blocks from reasoning details: Claude's own keep their signature; others have none. */
+export function toThinkingBlocks(
+  details: ReasoningDetail[] | undefined,
+  reasoning: string | undefined,
+): AnthropicBlockOut[] {
+  const blocks = [...(details ?? [])]
+    .sort((a, b) => (a.index ?? 0) - (b.index ?? 0))
+    .flatMap((d): AnthropicBlockOut[] => {
+      if (d.type === 'reasoning.text') {
+        const signature = d.format === ANTHROPIC_REASONING_FORMAT ? (d.signature ?? '') : ''
+        return [{ type: 'thinking', thinking: d.text ?? '', signature }]
+      }
+      if (d.format !== ANTHROPIC_REASONING_FORMAT)
+        return [{ type: 'redacted_thinking', data: encodeForeignDetail(d) }]
+      if (d.type === 'reasoning.encrypted' && typeof d.data === 'string') {
+        return [{ type: 'redacted_thinking', data: d.data }]
+      }
+      return []
+    })
+  if (blocks.length > 0) return blocks
+  return reasoning ? [{ type: 'thinking', thinking: reasoning, signature: '' }] : []
+}
+
+/** A tool call's arguments as the object Anthropic's `input` is; what is not a JSON object is `{}`. */
+export function toToolInput(args: string): unknown {
+  try {
+    const value: unknown = JSON.parse(args)
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : {}
+  } catch {
+    return {}
+  }
+}
+
+export function toAnthropicMessage(c: ChatCompletion): AnthropicMessageOut {
+  const choice = c.choices[0]
+  const m = choice?.message
+  const content: AnthropicBlockOut[] = toThinkingBlocks(m?.reasoning_details, m?.reasoning)
+  if (typeof m?.content === 'string' && m.content !== '') content.push({ type: 'text', text: m.content })
+  for (const call of m?.tool_calls ?? []) {
+    content.push({
+      type: 'tool_use',
+      id: call.id,
+      name: call.function.name,
+      input: toToolInput(call.function.arguments),
+    })
+  }
+  return {
+    id: c.id,
+    type: 'message',
+    role: 'assistant',
+    model: c.model,
+    content,
+    stop_reason: toStopReason(choice?.finish_reason ?? 'stop') ?? 'end_turn',
+    stop_sequence: null,
+    usage: toAnthropicUsage(c.usage),
+  }
+}

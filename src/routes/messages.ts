@@ -1,0 +1,137 @@
+import { Readable } from 'node:stream'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { authenticateApiKey } from '../auth.ts'
+import type { Deps } from '../deps.ts'
+import { toAnthropicErrorBody } from '../dialects/anthropic/errors.ts'
+import { toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'
+import { toAnthropicMessage } from '../dialects/anthropic/response.ts'
+import { createEventTranslator, type EventTranslator } from '../dialects/anthropic/stream.ts'
+import { toGatewayError } from '../errors.ts'
+import { startChat } from '../inference/chat.ts'
+import { countPromptTokens } from '../inference/count-tokens.ts'
+import type { Logger } from '../logger.ts'
+import type { ChatChunk } from '../providers/types.ts'
+import { parseCountTokensRequest, parseMessagesRequest } from '../schemas/messages.ts'
+import { sseNamedEvent } from '../sse.ts'
+import { upstreamSignal } from './upstream-signal.ts'
+
+// The Anthropic Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`): its own auth
+// (x-api-key or bearer) and error shape; the request itself goes through the one chat pipeline.
+
+const API = '/v1/messages'
+
+/** `anthropic-beta: a,b` (or the header repeated, which Node joins with commas) → its values. */
+function betaValues(request: FastifyRequest): string[] {
+  const h = request.headers['anthropic-beta']
+  const all = Array.isArray(h) ? h.join(',') : (h ?? '')
+  return all
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '')
+}
+
+export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
+  app.addHook('onRequest', async (request, reply) => {
+    // Anthropic's SDK reads its request id from `request-id`.
+    reply.header('request-id', request.id)
+    request.account = await authenticateApiKey(request, deps.store.accounts)
+  })
+
+  // The same handling as the app's, in Anthropic's error shape.
+  app.setErrorHandler((err, request, reply) => {
+    const e = toGatewayError(err)
+    if (reply.raw.destroyed) {
+      request.log.info('client closed the connection before the answer')
+      return reply.code(499).send()
+    }
+    if (e.status >= 500 && e.code !== 'server_busy' && e.code !== 'shutting_down') {
+      request.log.error({ err, status: e.status, code: e.code }, 'request failed')
+    } else request.log.info({ status: e.status, code: e.code, param: e.param }, 'request rejected')
+    if (!request.raw.complete) reply.header('connection', 'close')
+    return reply
+      .code(e.status)
+      .headers(e.headers)
+      .header('request-id', request.id)
+      .send(toAnthropicErrorBody(e, request.id))
+  })
+
+  app.post(API, async (request: FastifyRequest, reply: FastifyReply) => {
+    const req = toChatRequest(parseMessagesRequest(request.body), { beta: betaValues(request) })
+    const signal = upstreamSignal(reply)
+    const started = await startChat(deps, {
+      account: request.account,
+      req,
+      api: API,
+      signal,
+      log: request.log,
+      onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
+      onRecord: (record) => {
+        request.junction.record = record
+      },
+      traceparent: request.junction.trace?.traceparent,
+    })
+    reply.headers(started.headers)
+    if (!started.stream) return toAnthropicMessage(started.completion)
+    reply
+      .header('content-type', 'text/event-stream; charset=utf-8')
+      .header('cache-control', 'no-cache')
+      .header('x-accel-buffering', 'no')
+    deps.metrics.openStreams.inc()
+    reply.raw.once('close', () => deps.metrics.openStreams.dec())
+    const translate = createEventTranslator({ id: started.generationId, model: req.model })
+    const body = writeAnthropicSse(started.batches, translate, {
+      signal,
+      requestId: request.id,
+      log: request.log,
+    })
+    return reply.send(Readable.from(body, { objectMode: false }))
+  })
+
+  app.post(`${API}/count_tokens`, async (request, reply) => {
+    const prompt = toCountRequest(parseCountTokensRequest(request.body), { beta: betaValues(request) })
+    const counted = await countPromptTokens(deps, prompt, {
+      signal: upstreamSignal(reply),
+      log: request.log,
+      traceparent: request.junction.trace?.traceparent,
+    })
+    reply.header('x-junction-token-count', counted.source)
+    return { input_tokens: counted.inputTokens }
+  })
+}
+
+interface WriteOptions {
+  signal: AbortSignal
+  requestId: string
+  log: Logger
+}
+
+/**
+ * Chat chunk batches → Anthropic's SSE events, a batch at a time. A failure after the stream started
+ * is one `error` event in Anthropic's shape, and the stream ends there (no message_stop).
+ */
+export async function* writeAnthropicSse(
+  batches: AsyncIterable<ChatChunk[]>,
+  translate: EventTranslator,
+  o: WriteOptions,
+): AsyncGenerator<string> {
+  const frame = (events: { type: string }[]): string => events.map((e) => sseNamedEvent(e.type, e)).join('')
+  let first = true
+  try {
+    for await (const batch of batches) {
+      const events = translate(batch)
+      if (events.length === 0) continue
+      yield frame(events)
+      if (first) {
+        // As in writeSse: the first events go on the wire at once, not after the buffered rest.
+        first = false
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    }
+    yield frame(translate.end())
+  } catch (err) {
+    if (o.signal.aborted) return
+    const e = toGatewayError(err)
+    o.log.warn({ err, status: e.status, code: e.code }, 'stream failed after it started')
+    yield sseNamedEvent('error', toAnthropicErrorBody(e, o.requestId))
+  }
+}
