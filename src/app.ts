@@ -22,6 +22,7 @@ import type { GenerationRecord } from './store/types.ts'
 import { toUsd } from './billing/money.ts'
 import { modelsRoutes } from './routes/models.ts'
 import { predictionsRoutes } from './routes/predictions.ts'
+import { responsesRoutes } from './routes/responses.ts'
 import { outputsRoutes } from './routes/outputs.ts'
 
 declare module 'fastify' {
@@ -212,6 +213,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(modelsRoutes, { deps })
     await api.register(accountRoutes, { deps })
     await api.register(predictionsRoutes, { deps })
+    await api.register(responsesRoutes, { deps })
   })
   return app
 }

@@ -27,7 +27,7 @@ export function parseRequestBody<S extends z.ZodType>(schema: S, body: unknown):
   return result.data
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
@@ -40,7 +40,7 @@ type Options = readonly z.ZodType[]
  * returns one of them, or a narrower schema that is sure to fail (to report the right issue), or
  * undefined for an input of no expected shape. The branches must not transform: the input is kept.
  */
-function pickedUnion<const S extends Options>(
+export function pickedUnion<const S extends Options>(
   options: S,
   pick: (input: unknown) => z.ZodType | undefined,
   expected: string,
@@ -65,14 +65,14 @@ function pickedUnion<const S extends Options>(
 const jsonObjectSchema = z.record(z.string(), z.unknown())
 
 /** zod reports a missing enum value as `invalid_value`; checking for a string first makes it `missing_field`. */
-function requiredEnum<const T extends readonly [string, ...string[]]>(values: T) {
+export function requiredEnum<const T extends readonly [string, ...string[]]>(values: T) {
   return z.string().pipe(z.enum(values))
 }
 
 type Discriminable = readonly [z.core.$ZodTypeDiscriminable, ...z.core.$ZodTypeDiscriminable[]]
 
 /** A union discriminated by `type`; as with requiredEnum, a missing `type` is `missing_field`. */
-function typeUnion<const T extends Discriminable>(options: T) {
+export function typeUnion<const T extends Discriminable>(options: T) {
   const union = z.discriminatedUnion('type', options)
   const tagged = z.looseObject({ type: z.string() })
   return pickedUnion(
@@ -266,7 +266,7 @@ const toolChoiceSchema = pickedUnion(
 // ---------------------------------------------------------------------------------------------
 // Other request fields
 
-const metadataSchema = z.record(z.string(), z.string().max(512)).check((ctx) => {
+export const metadataSchema = z.record(z.string(), z.string().max(512)).check((ctx) => {
   const keys = Object.keys(ctx.value)
   if (keys.length > 16) {
     ctx.issues.push({ code: 'custom', message: 'metadata holds at most 16 pairs', input: ctx.value })
