@@ -306,9 +306,14 @@ export const responsesRequestSchema = z.strictObject({
   metadata: metadataSchema.nullable().optional(),
   user: z.string().max(256).optional(),
   stream: z.boolean().nullable().optional(),
-  previous_response_id: unsupported(
-    'previous_response_id is not supported yet: send the whole conversation in input',
-  ).optional(),
+  previous_response_id: z
+    .string()
+    .nullable()
+    .refine((id) => id === null, {
+      message: 'is not supported yet (responses are not stored): send the whole conversation in input',
+      params: { code: 'unsupported_parameter' },
+    })
+    .optional(),
   background: z
     .boolean()
     .nullable()
