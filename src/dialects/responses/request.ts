@@ -79,18 +79,13 @@ export function toChatMessages(req: Pick<ResponsesRequest, 'instructions' | 'inp
     messages.push({ role: 'user', content: req.input })
     return messages
   }
-  // The assistant message the next assistant item joins: the last message, if it is one.
+  // Reasoning, assistant messages and function calls that follow each other are one assistant turn:
+  // one chat message (a user or system message, or a tool output, ends the turn).
   let assistant: Message | undefined
-  let reasoning: { text: string; details?: ReasoningDetail[] } | undefined
   const openAssistant = (): Message => {
     if (assistant === undefined) {
       assistant = { role: 'assistant', content: null }
       messages.push(assistant)
-    }
-    if (reasoning !== undefined) {
-      if (reasoning.text !== '') assistant.reasoning = reasoning.text
-      if (reasoning.details !== undefined) assistant.reasoning_details = reasoning.details
-      reasoning = undefined
     }
     return assistant
   }
@@ -99,22 +94,17 @@ export function toChatMessages(req: Pick<ResponsesRequest, 'instructions' | 'inp
       case 'message': {
         const m = item as Extract<ResponsesInputItem, { role: string }>
         if (m.role === 'assistant') {
-          // An assistant message after another assistant item of the same turn opens its own turn
-          // only if that turn already has text.
-          if (assistant !== undefined && typeof assistant.content === 'string') assistant = undefined
           const a = openAssistant()
           const parts = typeof m.content === 'string' ? [{ type: 'output_text', text: m.content }] : m.content
-          let text = ''
-          let refusal: string | undefined
+          let text = typeof a.content === 'string' ? a.content : ''
           for (const p of parts as { type: string; text?: string; refusal?: string }[]) {
             if (p.type === 'output_text') text += p.text ?? ''
-            else if (p.type === 'refusal') refusal = (refusal ?? '') + (p.refusal ?? '')
+            else if (p.type === 'refusal')
+              a.refusal = ((a.refusal as string | undefined) ?? '') + (p.refusal ?? '')
           }
           a.content = text
-          if (refusal !== undefined) a.refusal = refusal
         } else {
           assistant = undefined
-          reasoning = undefined
           messages.push({ role: m.role, content: toChatContent(m.content) })
         }
         break
@@ -130,22 +120,24 @@ export function toChatMessages(req: Pick<ResponsesRequest, 'instructions' | 'inp
       case 'function_call_output': {
         const o = item as Extract<ResponsesInputItem, { type: 'function_call_output' }>
         assistant = undefined
-        reasoning = undefined
         messages.push({ role: 'tool', tool_call_id: o.call_id, content: toChatContent(o.output) })
         break
       }
       case 'reasoning': {
         const r = item as Extract<ResponsesInputItem, { type: 'reasoning' }>
-        // Reasoning opens the next assistant turn.
-        if (assistant !== undefined && (assistant.content !== null || assistant.tool_calls !== undefined))
-          assistant = undefined
-        const texts = (r.content?.length ? r.content : r.summary).map((s) => s.text)
-        reasoning = { text: texts.join('\n\n'), details: fromEncryptedContent(r.encrypted_content) }
+        const text = (r.content?.length ? r.content : r.summary).map((s) => s.text).join('\n\n')
+        const details = fromEncryptedContent(r.encrypted_content)
+        if (text === '' && details === undefined) break
+        const a = openAssistant()
+        if (text !== '') a.reasoning = typeof a.reasoning === 'string' ? `${a.reasoning}\n\n${text}` : text
+        if (details !== undefined)
+          a.reasoning_details = [...((a.reasoning_details as unknown[]) ?? []), ...details]
         break
       }
     }
   }
-  return messages
+  // A turn of reasoning alone (no text, no call) is not a chat message.
+  return messages.filter((m) => m.role !== 'assistant' || m.content !== null || m.tool_calls !== undefined)
 }
 
 function itemKind(

@@ -64,6 +64,7 @@ export function createResponsesStreamTranslator(meta: ResponseMeta): ResponsesSt
   const calls = new Map<number, { index: number; item: FunctionCallItem }>()
   let finish: string | null = null
   let usage: ResponsesUsage | null = null
+  const looseDetails = new Map<string, ReasoningDetail>()
 
   const emit = (out: ResponsesEvent[], e: Draft): void => {
     out.push({ ...e, sequence_number: seq++ } as ResponsesEvent)
@@ -203,7 +204,10 @@ export function createResponsesStreamTranslator(meta: ResponseMeta): ResponsesSt
           r.text += d.reasoning
           emit(out, { type: 'response.reasoning_summary_text.delta', ...base, delta: d.reasoning })
         }
-        for (const detail of d.reasoning_details ?? []) mergeDetail(openReasoning(out).details, detail)
+        // Details that come with the answer (a signature on its text or a tool call) do not split it:
+        // they join the open reasoning item, or one more reasoning item at the end.
+        for (const detail of d.reasoning_details ?? [])
+          mergeDetail(reasoning?.details ?? looseDetails, detail)
         if (typeof d.content === 'string' && d.content !== '') writePart(out, 'output_text', d.content)
         if (typeof d.refusal === 'string' && d.refusal !== '') writePart(out, 'refusal', d.refusal)
         for (const t of d.tool_calls ?? []) {
@@ -257,6 +261,19 @@ export function createResponsesStreamTranslator(meta: ResponseMeta): ResponsesSt
         emit(out, { type: 'response.output_item.done', output_index: index, item: clone(item) })
       }
       calls.clear()
+      if (looseDetails.size > 0) {
+        const index = output.length
+        const item = reasoningItem(meta, index, '', [...looseDetails.values()])
+        if (item) {
+          output.push(item)
+          emit(out, {
+            type: 'response.output_item.added',
+            output_index: index,
+            item: { ...clone(item), summary: [] },
+          })
+          emit(out, { type: 'response.output_item.done', output_index: index, item: clone(item) })
+        }
+      }
       const response = responseObject(meta, { status, incomplete_details, output: clone(output), usage })
       emit(out, { type: status === 'completed' ? 'response.completed' : 'response.incomplete', response })
       return out
