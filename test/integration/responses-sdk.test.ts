@@ -369,10 +369,10 @@ describe('responses through a fake OpenAI-compatible upstream', () => {
       max_completion_tokens: 200,
       temperature: 0.2,
       top_p: 0.9,
-      metadata: { team: 'search' },
       user: 'user-7',
       reasoning_effort: 'low',
     })
+    expect(sentBody(fake).metadata).toBeUndefined()
   })
 
   it('streams json_schema output the SDK parses at the end', async () => {

@@ -53,7 +53,8 @@ export function toChatRequest(req: ResponsesRequest): ChatRequest {
   if (req.temperature != null) body.temperature = req.temperature
   if (req.top_p != null) body.top_p = req.top_p
   if (req.reasoning?.effort != null) body.reasoning_effort = req.reasoning.effort
-  if (req.metadata != null) body.metadata = req.metadata
+  // `metadata` labels the response object (echoed in it), as OpenAI's does; it is not sent upstream,
+  // where OpenAI's chat completions refuse it without `store`.
   if (req.user !== undefined) body.user = req.user
   if (req.provider !== undefined) body.provider = req.provider
   if (req.model_routing_config !== undefined) body.model_routing_config = req.model_routing_config

@@ -59,7 +59,6 @@ describe('Responses request → chat request', () => {
       temperature: 0.5,
       top_p: 0.8,
       reasoning_effort: 'high',
-      metadata: { k: 'v' },
       user: 'u1',
       stream: true,
       stream_options: { include_usage: true },
