@@ -1,5 +1,6 @@
 import { createMemoryFileStore } from './files.ts'
 import { createMemoryTaskStores } from './tasks-memory.ts'
+import { createMemoryResponseStore } from './responses.ts'
 import type {
   Account,
   AccountStore,
@@ -49,7 +50,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   )
   const rateLimits = options.rateLimits ?? createMemoryRateLimitStore()
   const applied = new Map<string, string>()
+  const responses = createMemoryResponseStore()
   return {
+    responses,
     accounts,
     files: createMemoryFileStore(),
     ...createMemoryTaskStores(),
@@ -69,7 +72,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       // Reading credits drops the account's expired reservations.
       for (const a of await accounts.list()) await ledger.credits(a.id, now)
       await rateLimits.sweep(now)
-      if (options.retentionDays !== undefined) dropRecordsBefore(now - options.retentionDays * 86_400_000)
+      if (options.retentionDays !== undefined) {
+        dropRecordsBefore(now - options.retentionDays * 86_400_000)
+        await responses.deleteBefore(now - options.retentionDays * 86_400_000)
+      }
     },
     async close() {},
   }

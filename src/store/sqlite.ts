@@ -8,6 +8,7 @@ import type { FileStore, StoredFile } from './files.ts'
 import type { CheckpointerData, CheckpointReport } from './sqlite-checkpointer.ts'
 import { sqliteMigrations, type Migration } from './sqlite-migrations.ts'
 import { createSqliteTaskStores } from './sqlite-tasks.ts'
+import { createSqliteResponseStore } from './responses.ts'
 import type {
   Account,
   AccountStore,
@@ -781,6 +782,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     rateLimits,
     appliedConfig,
     ...createSqliteTaskStores({ get, all, run, tx, read }),
+    responses: createSqliteResponseStore({ get, all, run, tx, read }),
     async ping() {
       read(() => get('SELECT 1'))
     },
@@ -791,6 +793,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
         run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now)
         // Old records go; the accounts' usage is a column, not their sum, so totals stay.
         if (retentionMs !== undefined) run('DELETE FROM generations WHERE created_at < ?', now - retentionMs)
+        if (retentionMs !== undefined) run('DELETE FROM responses WHERE created_at < ?', now - retentionMs)
       })
     },
     async close() {
