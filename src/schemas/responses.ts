@@ -17,7 +17,6 @@ import {
 
 /** Accepted for SDK compatibility, without effect (documented in the README). */
 export const IGNORED_FIELDS = [
-  'store',
   'include',
   'truncation',
   'service_tier',
@@ -192,7 +191,9 @@ const inputItemSchema = pickedUnion(
     // The "easy" message form has a role and no type.
     if (input.type === undefined) return messageItemSchema
     if (input.type === 'item_reference')
-      return unsupported('item_reference needs stored responses, which are not supported yet')
+      return unsupported(
+        'item_reference is not supported: continue a stored response with previous_response_id',
+      )
     return (
       itemSchemas.get(input.type) ??
       unsupported(
@@ -306,14 +307,9 @@ export const responsesRequestSchema = z.strictObject({
   metadata: metadataSchema.nullable().optional(),
   user: z.string().max(256).optional(),
   stream: z.boolean().nullable().optional(),
-  previous_response_id: z
-    .string()
-    .nullable()
-    .refine((id) => id === null, {
-      message: 'is not supported yet (responses are not stored): send the whole conversation in input',
-      params: { code: 'unsupported_parameter' },
-    })
-    .optional(),
+  /** Keep the answer for previous_response_id and GET /v1/responses/{id} (default true, as OpenAI's). */
+  store: z.boolean().nullable().optional(),
+  previous_response_id: z.string().min(1).max(256).nullable().optional(),
   background: z
     .boolean()
     .nullable()

@@ -171,7 +171,7 @@ describe('responses with the mock provider', () => {
     expect(types).not.toContain('response.completed')
   })
 
-  it('refuses a built-in tool by name, and previous_response_id, with a 400', async () => {
+  it('refuses a built-in tool by name with a 400, and an unknown previous_response_id with a 404', async () => {
     const err = await client.responses
       .create({ model: 'mock/chat', input: 'hi', tools: [{ type: 'web_search_preview' }] })
       .catch((e: unknown) => e)
@@ -182,8 +182,9 @@ describe('responses with the mock provider', () => {
     const prev = await client.responses
       .create({ model: 'mock/chat', input: 'hi', previous_response_id: 'resp_123' })
       .catch((e: unknown) => e)
-    expect((prev as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
-      code: 'unsupported_parameter',
+    expect(prev).toBeInstanceOf(OpenAI.NotFoundError)
+    expect((prev as InstanceType<typeof OpenAI.NotFoundError>).error).toMatchObject({
+      code: 'response_not_found',
       param: 'previous_response_id',
     })
   })

@@ -9,11 +9,22 @@ import type { ResponsesInputItem, ResponsesInputPart, ResponsesRequest } from '.
 
 type Message = Record<string, unknown>
 
-/** The chat request for a validated Responses request. */
-export function toChatRequest(req: ResponsesRequest): ChatRequest {
+/** The request's input as items: a string is one user message. */
+export function inputItems(req: Pick<ResponsesRequest, 'input'>): ResponsesInputItem[] {
+  return typeof req.input === 'string' ? [{ role: 'user', content: req.input }] : req.input
+}
+
+/**
+ * The chat request for a validated Responses request. `items` is the conversation: the request's
+ * input, after the stored turns its previous_response_id continues.
+ */
+export function toChatRequest(
+  req: ResponsesRequest,
+  items: ResponsesInputItem[] = inputItems(req),
+): ChatRequest {
   const body: Record<string, unknown> = {
     model: req.model,
-    messages: toChatMessages(req),
+    messages: toChatMessages(req.instructions, items),
   }
   if (req.tools !== undefined && req.tools.length > 0) {
     body.tools = req.tools.map((t) => ({
@@ -71,15 +82,12 @@ export function toChatRequest(req: ResponsesRequest): ChatRequest {
  * assistant turn as separate items (reasoning, message, function calls); chat wants them as one
  * assistant message, so consecutive ones are merged.
  */
-export function toChatMessages(req: Pick<ResponsesRequest, 'instructions' | 'input'>): Message[] {
+export function toChatMessages(
+  instructions: string | null | undefined,
+  items: ResponsesInputItem[],
+): Message[] {
   const messages: Message[] = []
-  if (req.instructions != null && req.instructions !== '') {
-    messages.push({ role: 'system', content: req.instructions })
-  }
-  if (typeof req.input === 'string') {
-    messages.push({ role: 'user', content: req.input })
-    return messages
-  }
+  if (instructions != null && instructions !== '') messages.push({ role: 'system', content: instructions })
   // Reasoning, assistant messages and function calls that follow each other are one assistant turn:
   // one chat message (a user or system message, or a tool output, ends the turn).
   let assistant: Message | undefined
@@ -90,7 +98,7 @@ export function toChatMessages(req: Pick<ResponsesRequest, 'instructions' | 'inp
     }
     return assistant
   }
-  for (const item of req.input) {
+  for (const item of items) {
     switch (itemKind(item)) {
       case 'message': {
         const m = item as Extract<ResponsesInputItem, { role: string }>

@@ -11,6 +11,7 @@ import {
   type MessageItem,
   type OutputItem,
   type ResponseMeta,
+  type ResponseObject,
   type ResponsesUsage,
 } from './response.ts'
 
@@ -304,6 +305,8 @@ export interface WriteResponsesSseOptions {
   signal: AbortSignal
   requestId: string
   log: Logger
+  /** Runs with the finished response before its last event is sent (to store it first). */
+  onFinal?: (response: ResponseObject) => Promise<void>
 }
 
 export function sseEvent(e: ResponsesEvent): string {
@@ -342,7 +345,9 @@ export async function* writeResponsesSse(
     }
     let text = ''
     if (!t) ({ t, text } = begin(meta.model))
-    yield text + frame(t.finish())
+    const last = t.finish()
+    await o.onFinal?.(last.at(-1)!.response as ResponseObject)
+    yield text + frame(last)
   } catch (err) {
     if (o.signal.aborted) return
     const e = toGatewayError(err)

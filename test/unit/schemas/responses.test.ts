@@ -69,9 +69,9 @@ describe('Responses request schema', () => {
     })
   })
 
-  it('refuses what needs stored responses', () => {
-    expect(rejection({ ...base, previous_response_id: 'resp_1' })).toMatchObject({
-      code: 'unsupported_parameter',
+  it('refuses item references and background responses', () => {
+    expect(rejection({ ...base, previous_response_id: '' })).toMatchObject({
+      code: 'invalid_value',
       param: 'previous_response_id',
     })
     expect(rejection({ ...base, input: [{ type: 'item_reference', id: 'msg_1' }] })).toMatchObject({
