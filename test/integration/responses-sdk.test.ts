@@ -424,6 +424,28 @@ describe('responses through a fake OpenAI-compatible upstream', () => {
     expect(types).not.toContain('response.completed')
   })
 
+  it('answers an upstream refusal before any output as an ordinary HTTP error, streamed or not', async () => {
+    const { client } = await startGatewayBehindFake(
+      {
+        [OPENAI_CHAT]: (_req, res) =>
+          sendJson(res, 400, {
+            error: { message: 'Invalid schema for function', type: 'invalid_request_error' },
+          }),
+      },
+      openaiEnv,
+    )
+    for (const call of [
+      () => client.responses.create({ model: 'openai/gpt-4o-mini', input: 'hello' }),
+      () => client.responses.stream({ model: 'openai/gpt-4o-mini', input: 'hello' }).finalResponse(),
+    ]) {
+      const err = await call().catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(OpenAI.BadRequestError)
+      expect((err as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
+        code: 'upstream_invalid_request',
+      })
+    }
+  })
+
   it('sends image and file input parts as chat content parts', async () => {
     const { fake, client } = await startGatewayBehindFake(
       { [OPENAI_CHAT]: (_req, res) => sendJson(res, 200, completion({ content: 'A cat.' })) },
