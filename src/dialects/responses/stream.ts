@@ -29,7 +29,6 @@ export interface ResponsesEvent {
 type Draft = Omit<ResponsesEvent, 'sequence_number'>
 
 interface OpenReasoning {
-  kind: 'reasoning'
   index: number
   id: string
   text: string
@@ -38,7 +37,6 @@ interface OpenReasoning {
   details: Map<string, ReasoningDetail>
 }
 interface OpenMessage {
-  kind: 'message'
   index: number
   item: MessageItem
   /** The content part being written, if any. */
@@ -127,7 +125,7 @@ export function createResponsesStreamTranslator(meta: ResponseMeta): ResponsesSt
     closeMessage(out, 'completed')
     const index = output.length
     const id = itemId(meta, 'rs', index)
-    reasoning = { kind: 'reasoning', index, id, text: '', partOpen: false, details: new Map() }
+    reasoning = { index, id, text: '', partOpen: false, details: new Map() }
     output.push({ type: 'reasoning', id, summary: [] })
     emit(out, {
       type: 'response.output_item.added',
@@ -148,7 +146,7 @@ export function createResponsesStreamTranslator(meta: ResponseMeta): ResponsesSt
         role: 'assistant',
         content: [],
       }
-      message = { kind: 'message', index, item, part: undefined }
+      message = { index, item, part: undefined }
       output.push(item)
       emit(out, { type: 'response.output_item.added', output_index: index, item: clone(item) })
     }
