@@ -47,6 +47,44 @@ export async function saveResponse(
   }
 }
 
+/**
+ * The input with each `item_reference` replaced by the stored item it names. An item id carries its
+ * response's (`msg_<r>_<n>` is output item n of `resp_<r>`: dialects/responses/response.ts), so one
+ * read per response referenced. An item that is not stored for this account is a 404.
+ */
+export async function resolveItemReferences(
+  deps: ResponsesDeps,
+  accountId: string,
+  items: ResponsesInputItem[],
+): Promise<ResponsesInputItem[]> {
+  if (!items.some(isReference)) return items
+  const responses = new Map<string, StoredResponse | null>()
+  const out: ResponsesInputItem[] = []
+  for (const [i, item] of items.entries()) {
+    if (!isReference(item)) {
+      out.push(item)
+      continue
+    }
+    const param = `input[${i}].id`
+    const match = /^(?:msg|fc|rs)_(.+)_\d+$/.exec(item.id)
+    const responseId = match ? `resp_${match[1]}` : undefined
+    if (responseId !== undefined && !responses.has(responseId))
+      responses.set(responseId, await deps.store.responses.get(accountId, responseId))
+    const stored = responseId === undefined ? null : responses.get(responseId)
+    const found = ((stored?.response.output ?? []) as { id?: unknown }[]).find((o) => o.id === item.id)
+    if (!found)
+      throw new GatewayError('response_not_found', `no stored item ${JSON.stringify(item.id.slice(0, 64))}`, {
+        param,
+      })
+    out.push(found as ResponsesInputItem)
+  }
+  return out
+}
+
+function isReference(item: ResponsesInputItem): item is { type: 'item_reference'; id: string } {
+  return (item as { type?: unknown }).type === 'item_reference'
+}
+
 export async function getStoredResponse(
   deps: ResponsesDeps,
   accountId: string,

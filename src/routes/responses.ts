@@ -14,6 +14,7 @@ import {
   deleteStoredResponse,
   getStoredResponse,
   loadConversation,
+  resolveItemReferences,
   saveResponse,
 } from '../inference/responses.ts'
 import { parseResponsesRequest } from '../schemas/responses.ts'
@@ -30,7 +31,7 @@ export const responsesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, {
       body.previous_response_id == null
         ? []
         : await loadConversation(deps, accountId, body.previous_response_id)
-    const input = [...earlier, ...inputItems(body)]
+    const input = [...earlier, ...(await resolveItemReferences(deps, accountId, inputItems(body)))]
     const req = toChatRequest(body, input)
     const signal = upstreamSignal(reply)
     const started = await startChat(deps, {

@@ -177,7 +177,14 @@ const reasoningItemSchema = z.looseObject({
   encrypted_content: z.string().nullable().optional(),
 })
 
+/** An item of a stored response, by its id (resolved in inference/responses.ts). */
+const itemReferenceSchema = z.looseObject({
+  type: z.literal('item_reference'),
+  id: z.string().min(1).max(256),
+})
+
 const itemSchemas = new Map<unknown, z.ZodType>([
+  ['item_reference', itemReferenceSchema],
   ['message', messageItemSchema],
   ['function_call', functionCallItemSchema],
   ['function_call_output', functionCallOutputItemSchema],
@@ -185,19 +192,21 @@ const itemSchemas = new Map<unknown, z.ZodType>([
 ])
 
 const inputItemSchema = pickedUnion(
-  [messageItemSchema, functionCallItemSchema, functionCallOutputItemSchema, reasoningItemSchema],
+  [
+    messageItemSchema,
+    functionCallItemSchema,
+    functionCallOutputItemSchema,
+    reasoningItemSchema,
+    itemReferenceSchema,
+  ],
   (input) => {
     if (!isPlainObject(input)) return undefined
     // The "easy" message form has a role and no type.
     if (input.type === undefined) return messageItemSchema
-    if (input.type === 'item_reference')
-      return unsupported(
-        'item_reference is not supported: continue a stored response with previous_response_id',
-      )
     return (
       itemSchemas.get(input.type) ??
       unsupported(
-        `input item type ${String(input.type)} is not supported (message, function_call, function_call_output, reasoning)`,
+        `input item type ${String(input.type)} is not supported (message, function_call, function_call_output, reasoning, item_reference)`,
         ['type'],
       )
     )

@@ -215,4 +215,40 @@ describe('stored responses', () => {
       { role: 'tool', tool_call_id: 'call_1', content: '12:00' },
     ])
   })
+
+  it('resolves item_reference items to the stored output items they name, for their account only', async () => {
+    const fake = await fakeOpenAi()
+    const gw = await gateway(fake)
+    const first = await sdk(gw).responses.create({ model: MODEL, input: 'first question' })
+    const itemId = first.output[0]!.id!
+    const second = await sdk(gw).responses.create({
+      model: MODEL,
+      input: [
+        { role: 'user', content: 'first question' },
+        { type: 'item_reference', id: itemId },
+        { role: 'user', content: 'second question' },
+      ],
+    })
+    expect(second.output_text).toBe('answer 2')
+    expect(sentBody(fake, 1).messages).toEqual([
+      { role: 'user', content: 'first question' },
+      { role: 'assistant', content: 'answer 1' },
+      { role: 'user', content: 'second question' },
+    ])
+    for (const [client, id] of [
+      [sdk(gw, 'sk-bob-00000000000001'), itemId],
+      [sdk(gw), `${itemId}9`],
+      [sdk(gw), 'msg_nothing'],
+    ] as const) {
+      const err = await client.responses
+        .create({ model: MODEL, input: [{ type: 'item_reference', id }] })
+        .catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(OpenAI.NotFoundError)
+      expect((err as InstanceType<typeof OpenAI.NotFoundError>).error).toMatchObject({
+        code: 'response_not_found',
+        param: 'input[0].id',
+      })
+    }
+    expect(fake.requests).toHaveLength(2)
+  })
 })

@@ -132,6 +132,9 @@ export function toChatMessages(
         messages.push({ role: 'tool', tool_call_id: o.call_id, content: toChatContent(o.output) })
         break
       }
+      case 'item_reference':
+        // Replaced by the stored item before translation (inference/responses.ts).
+        break
       case 'reasoning': {
         const r = item as Extract<ResponsesInputItem, { type: 'reasoning' }>
         const text = (r.content?.length ? r.content : r.summary).map((s) => s.text).join('\n\n')
@@ -149,12 +152,12 @@ export function toChatMessages(
   return messages.filter((m) => m.role !== 'assistant' || m.content !== null || m.tool_calls !== undefined)
 }
 
-function itemKind(
-  item: ResponsesInputItem,
-): 'message' | 'function_call' | 'function_call_output' | 'reasoning' {
+type ItemKind = 'message' | 'function_call' | 'function_call_output' | 'reasoning' | 'item_reference'
+
+function itemKind(item: ResponsesInputItem): ItemKind {
   const type = (item as { type?: string }).type
   if (type === undefined || type === 'message') return 'message'
-  return type as 'function_call' | 'function_call_output' | 'reasoning'
+  return type as ItemKind
 }
 
 /** Input content as chat content; an empty list of parts is an empty text (chat needs one part). */

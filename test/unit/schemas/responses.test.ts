@@ -69,14 +69,14 @@ describe('Responses request schema', () => {
     })
   })
 
-  it('refuses item references and background responses', () => {
+  it('checks previous_response_id and item references, and refuses background responses', () => {
     expect(rejection({ ...base, previous_response_id: '' })).toMatchObject({
       code: 'invalid_value',
       param: 'previous_response_id',
     })
-    expect(rejection({ ...base, input: [{ type: 'item_reference', id: 'msg_1' }] })).toMatchObject({
-      code: 'unsupported_parameter',
-      param: 'input[0]',
+    expect(rejection({ ...base, input: [{ type: 'item_reference' }] })).toMatchObject({
+      code: 'missing_field',
+      param: 'input[0].id',
     })
     expect(rejection({ ...base, background: true })).toMatchObject({
       code: 'unsupported_parameter',
