@@ -32,6 +32,7 @@ import { toUsd } from './billing/money.ts'
 import { finished } from 'node:stream'
 import { modelsRoutes } from './routes/models.ts'
 import { predictionsRoutes } from './routes/predictions.ts'
+import { responsesRoutes } from './routes/responses.ts'
 import { outputsRoutes } from './routes/outputs.ts'
 
 declare module 'fastify' {
@@ -292,6 +293,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(modelsRoutes, { deps })
     await api.register(accountRoutes, { deps })
     await api.register(predictionsRoutes, { deps })
+    await api.register(responsesRoutes, { deps })
   })
   return app
 }

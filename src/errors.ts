@@ -41,6 +41,7 @@ export const errorCatalogue = {
   file_not_found: { status: 404, type: 'not_found_error' },
   generation_not_found: { status: 404, type: 'not_found_error' },
   prediction_not_found: { status: 404, type: 'not_found_error' },
+  response_not_found: { status: 404, type: 'not_found_error' },
   output_not_found: { status: 404, type: 'not_found_error' },
   account_not_found: { status: 404, type: 'not_found_error' },
   key_not_found: { status: 404, type: 'not_found_error' },

@@ -30,7 +30,7 @@ export function parseRequestBody<S extends z.ZodType>(schema: S, body: unknown):
   return result.data
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
@@ -43,7 +43,7 @@ type Options = readonly z.ZodType[]
  * returns one of them, or a narrower schema that is sure to fail (to report the right issue), or
  * undefined for an input of no expected shape. The branches must not transform: the input is kept.
  */
-function pickedUnion<const S extends Options>(
+export function pickedUnion<const S extends Options>(
   options: S,
   pick: (input: unknown) => z.ZodType | undefined,
   expected: string,
@@ -269,7 +269,7 @@ const toolChoiceSchema = pickedUnion(
 // ---------------------------------------------------------------------------------------------
 // Other request fields
 
-const metadataSchema = z.record(z.string(), z.string().max(512)).check((ctx) => {
+export const metadataSchema = z.record(z.string(), z.string().max(512)).check((ctx) => {
   const keys = Object.keys(ctx.value)
   if (keys.length > 16) {
     ctx.issues.push({ code: 'custom', message: 'metadata holds at most 16 pairs', input: ctx.value })

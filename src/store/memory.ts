@@ -1,6 +1,7 @@
 import { capCharge, chargeCeiling } from '../billing/overage.ts'
 import { createMemoryFileStore } from './files.ts'
 import { createMemoryTaskStores } from './tasks-memory.ts'
+import { createMemoryResponseStore } from './responses.ts'
 import type {
   Account,
   AccountStore,
@@ -53,7 +54,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
   )
   const rateLimits = options.rateLimits ?? createMemoryRateLimitStore()
   const applied = new Map<string, string>()
+  const responses = createMemoryResponseStore()
   return {
+    responses,
     accounts,
     files: createMemoryFileStore(),
     ...createMemoryTaskStores(),
@@ -73,7 +76,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
       // Reading credits drops the account's expired reservations.
       for (const a of await accounts.list()) await ledger.credits(a.id, now)
       await rateLimits.sweep(now)
-      if (options.retentionDays !== undefined) dropRecordsBefore(now - options.retentionDays * 86_400_000)
+      if (options.retentionDays !== undefined) {
+        dropRecordsBefore(now - options.retentionDays * 86_400_000)
+        await responses.deleteBefore(now - options.retentionDays * 86_400_000)
+      }
     },
     async close() {},
   }

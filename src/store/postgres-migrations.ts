@@ -357,4 +357,19 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 9,
+    // Stored Responses API answers (store/responses.ts): json, not jsonb, as for tasks (kept as sent).
+    name: 'stored responses',
+    sql: `
+      CREATE TABLE responses (
+        id text PRIMARY KEY,
+        account_id text NOT NULL,
+        created_at bigint NOT NULL,
+        input json NOT NULL,
+        response json NOT NULL
+      );
+      CREATE INDEX responses_created ON responses (created_at);
+    `,
+  },
 ]

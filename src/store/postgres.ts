@@ -7,6 +7,7 @@ import type { Logger } from '../logger.ts'
 import type { FilePurpose, FileStore, StoredFile } from './files.ts'
 import { migrations } from './postgres-migrations.ts'
 import { createPostgresTaskStores } from './postgres-tasks.ts'
+import { createPostgresResponseStore } from './responses.ts'
 import type {
   Account,
   AccountStore,
@@ -157,6 +158,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     files: createFiles(query, transaction),
     rateLimits,
     ...createPostgresTaskStores(query, transaction),
+    responses: createPostgresResponseStore(query),
     async ping() {
       await query('SELECT 1')
     },
@@ -180,8 +182,10 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
       await query('DELETE FROM reservations WHERE expires_at <= $1', [now])
       await query('DELETE FROM file_holds WHERE expires_at <= $1', [now])
       await rateLimits.sweep(now)
-      if (retentionMs !== undefined)
+      if (retentionMs !== undefined) {
         await query('DELETE FROM generations WHERE created_at < $1', [now - retentionMs])
+        await query('DELETE FROM responses WHERE created_at < $1', [now - retentionMs])
+      }
     },
     async close() {
       await pool.end()

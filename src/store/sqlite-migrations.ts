@@ -197,4 +197,18 @@ export const sqliteMigrations: readonly Migration[] = [
     // picodollars, decimal; 0 for the accounts that exist already.
     sql: `ALTER TABLE accounts ADD COLUMN overdraft TEXT NOT NULL DEFAULT '0';`,
   },
+  {
+    version: 6,
+    // Stored Responses API answers (store/responses.ts): input and response are TEXT JSON, read whole.
+    sql: `
+      CREATE TABLE responses (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        input TEXT NOT NULL,
+        response TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX responses_created ON responses (created_at);
+    `,
+  },
 ]

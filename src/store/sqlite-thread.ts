@@ -281,6 +281,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     tasks: forward('tasks'),
     outputs: forward('outputs'),
     webhooks: forward('webhooks'),
+    responses: forward('responses'),
     secrets: forward<Store['secrets']>('secrets', {
       // A function does not cross threads: the value is made here, and the thread keeps the first.
       async getOrCreate(name, create) {

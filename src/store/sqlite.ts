@@ -10,6 +10,7 @@ import type { CheckpointerData, CheckpointReport } from './sqlite-checkpointer.t
 import { sqliteMigrations, type Migration } from './sqlite-migrations.ts'
 import { createSqliteTaskStores } from './sqlite-tasks.ts'
 export { createSqliteStore } from './sqlite-thread.ts'
+import { createSqliteResponseStore } from './responses.ts'
 import type {
   Account,
   AccountStore,
@@ -908,6 +909,7 @@ export function openSqliteStore(
     rateLimits,
     appliedConfig,
     ...createSqliteTaskStores({ get, all, run, tx, read }),
+    responses: createSqliteResponseStore({ get, all, run, tx, read }),
     async ping() {
       read(() => get('SELECT 1'))
     },
@@ -918,6 +920,7 @@ export function openSqliteStore(
         run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now)
         // Old records go; the accounts' usage is a column, not their sum, so totals stay.
         if (retentionMs !== undefined) run('DELETE FROM generations WHERE created_at < ?', now - retentionMs)
+        if (retentionMs !== undefined) run('DELETE FROM responses WHERE created_at < ?', now - retentionMs)
       })
     },
     async close() {

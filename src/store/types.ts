@@ -1,5 +1,6 @@
 import type { FileStore } from './files.ts'
 import type { OutputStore, SecretStore, TaskStore, WebhookStore } from './tasks.ts'
+import type { ResponseStore } from './responses.ts'
 import type { Money } from '../billing/money.ts'
 
 // The state interfaces. Routes and services only see these; memory.ts implements them for one
@@ -262,6 +263,8 @@ export interface Store {
   outputs: OutputStore
   webhooks: WebhookStore
   secrets: SecretStore
+  /** Stored Responses API answers (store/responses.ts). */
+  responses: ResponseStore
   /** Resolves when the backend can serve requests (readiness). */
   ping(): Promise<void>
   /**

@@ -828,5 +828,48 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.files.usage(hank)).toEqual({ files: 1, bytes: 100 })
       })
     })
+
+    describe('responses', () => {
+      const stored = (id: string, accountId: string, createdAt = 1_000) => ({
+        id,
+        accountId,
+        createdAt,
+        input: [{ role: 'user', content: 'hi \u0000 there' }],
+        response: {
+          id,
+          object: 'response',
+          output: [{ type: 'message', content: [{ type: 'output_text', text: 'é 🦊' }] }],
+        },
+      })
+
+      it('keeps a response per account: read back whole, another account sees none', async () => {
+        const store = await open()
+        const [a, b, id] = [uid('acct'), uid('acct'), uid('resp')]
+        await store.responses.put(stored(id, a))
+        expect(await store.responses.get(a, id)).toEqual(stored(id, a))
+        expect(await store.responses.get(b, id)).toBeNull()
+        expect(await store.responses.get(a, uid('resp'))).toBeNull()
+      })
+
+      it('deletes only the account’s own, once', async () => {
+        const store = await open()
+        const [a, b, id] = [uid('acct'), uid('acct'), uid('resp')]
+        await store.responses.put(stored(id, a))
+        expect(await store.responses.delete(b, id)).toBe(false)
+        expect(await store.responses.delete(a, id)).toBe(true)
+        expect(await store.responses.delete(a, id)).toBe(false)
+        expect(await store.responses.get(a, id)).toBeNull()
+      })
+
+      it('deletes the ones created before a cutoff (retention)', async () => {
+        const store = await open()
+        const [a, old, young] = [uid('acct'), uid('resp'), uid('resp')]
+        await store.responses.put(stored(old, a, 1_000))
+        await store.responses.put(stored(young, a, 5_000))
+        await store.responses.deleteBefore(2_000)
+        expect(await store.responses.get(a, old)).toBeNull()
+        expect(await store.responses.get(a, young)).not.toBeNull()
+      })
+    })
   })
 }

@@ -7,6 +7,7 @@ import { usd } from '../../../src/billing/money.ts'
 import { GatewayError } from '../../../src/errors.ts'
 import type { CheckpointReport } from '../../../src/store/sqlite-checkpointer.ts'
 import { createSqliteStore, type SqliteStoreOptions } from '../../../src/store/sqlite.ts'
+import { sqliteMigrations } from '../../../src/store/sqlite-migrations.ts'
 import type { Credits, Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 
@@ -280,13 +281,9 @@ describe('SQLite store', () => {
     open(path)
     open(path)
     const raw = new DatabaseSync(path)
-    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([
-      { version: 1 },
-      { version: 2 },
-      { version: 3 },
-      { version: 4 },
-      { version: 5 },
-    ])
+    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual(
+      sqliteMigrations.map((m) => ({ version: m.version })),
+    )
     raw.prepare('INSERT INTO schema_version (version) VALUES (999)').run()
     raw.close()
     expect(() => createSqliteStore(path)).toThrow(/schema version 999/)

@@ -1,0 +1,88 @@
+import { Readable } from 'node:stream'
+import type { FastifyPluginAsync } from 'fastify'
+import type { Deps } from '../deps.ts'
+import { inputItems, toChatRequest } from '../dialects/responses/request.ts'
+import {
+  responseId,
+  toResponse,
+  type ResponseMeta,
+  type ResponseObject,
+} from '../dialects/responses/response.ts'
+import { writeResponsesSse } from '../dialects/responses/stream.ts'
+import { startChat } from '../inference/chat.ts'
+import {
+  deleteStoredResponse,
+  getStoredResponse,
+  loadConversation,
+  resolveItemReferences,
+  saveResponse,
+} from '../inference/responses.ts'
+import { parseResponsesRequest } from '../schemas/responses.ts'
+import { upstreamSignal } from './upstream-signal.ts'
+
+// The OpenAI Responses API, translated at the edge into the one chat pipeline; stored answers
+// (`store`, the default) are continued by previous_response_id and read by GET/DELETE.
+
+export const responsesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
+  app.post('/v1/responses', async (request, reply) => {
+    const body = parseResponsesRequest(request.body)
+    const accountId = request.account.id
+    const earlier =
+      body.previous_response_id == null
+        ? []
+        : await loadConversation(deps, accountId, body.previous_response_id)
+    const input = [...earlier, ...(await resolveItemReferences(deps, accountId, inputItems(body)))]
+    const req = toChatRequest(body, input)
+    const signal = upstreamSignal(reply)
+    const started = await startChat(deps, {
+      account: request.account,
+      req,
+      api: '/v1/responses',
+      signal,
+      log: request.log,
+      onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
+      onRecord: (record) => {
+        request.junction.record = record
+      },
+      traceparent: request.junction.trace?.traceparent,
+    })
+    reply.headers(started.headers)
+    const meta: ResponseMeta = {
+      id: responseId(started.generationId),
+      createdAt: Math.floor(deps.now() / 1000),
+      model: body.model,
+      request: body,
+    }
+    const save =
+      body.store === false
+        ? undefined
+        : (response: ResponseObject) => saveResponse(deps, { accountId, input, response }, request.log)
+    if (!started.stream) {
+      const response = toResponse(started.completion, meta)
+      await save?.(response)
+      return response
+    }
+    reply
+      .header('content-type', 'text/event-stream; charset=utf-8')
+      .header('cache-control', 'no-cache')
+      .header('x-accel-buffering', 'no')
+    deps.metrics.openStreams.inc()
+    reply.raw.once('close', () => deps.metrics.openStreams.dec())
+    const sse = writeResponsesSse(started.batches, meta, {
+      signal,
+      requestId: request.id,
+      log: request.log,
+      onFinal: save,
+    })
+    return reply.send(Readable.from(sse, { objectMode: false }))
+  })
+
+  app.get<{ Params: { id: string } }>('/v1/responses/:id', async (request) =>
+    getStoredResponse(deps, request.account.id, request.params.id),
+  )
+
+  app.delete<{ Params: { id: string } }>('/v1/responses/:id', async (request) => {
+    await deleteStoredResponse(deps, request.account.id, request.params.id)
+    return { id: request.params.id, object: 'response', deleted: true }
+  })
+}
