@@ -210,8 +210,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     const path = request.url.split('?')[0] ?? '/'
     closeIfBodyUnread(request, reply)
     // A known path asked with another method: 405 and the methods it has (RFC 9110 §15.5.6).
+    // OPTIONS alone does not make a path known: CORS answers preflights on every /v1 path.
     const allowed = HTTP_METHODS.filter((method) => app.findRoute({ method, url: path }) !== null)
-    if (allowed.length > 0) {
+    if (allowed.some((method) => method !== 'OPTIONS')) {
       const e = new GatewayError(
         'method_not_allowed',
         `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}`,

@@ -21,12 +21,13 @@ describe('CORS off (the default)', () => {
   })
   afterAll(() => gw.close())
 
-  it('a preflight is 404 and answers carry no Access-Control header', async () => {
+  it('a preflight is 405 (the path takes POST) and answers carry no Access-Control header', async () => {
     const pre = await preflight(gw, '/v1/chat/completions', {
       origin: page,
       'access-control-request-method': 'POST',
     })
-    expect(pre.statusCode).toBe(404)
+    expect(pre.statusCode).toBe(405)
+    expect(pre.headers['allow']).toBe('POST')
     expect(pre.headers['access-control-allow-origin']).toBeUndefined()
     const res = await gw.app.inject({ url: '/v1/models', headers: { ...devAuth, origin: page } })
     expect(res.statusCode).toBe(200)
@@ -100,7 +101,7 @@ describe('CORS with exact origins', () => {
   it('an OPTIONS that is no preflight, or outside /v1, is not answered as one', async () => {
     expect((await preflight(gw, '/v1/chat/completions', {})).statusCode).toBe(404)
     const health = await preflight(gw, '/healthz', { origin: page, 'access-control-request-method': 'GET' })
-    expect(health.statusCode).toBe(404)
+    expect(health.statusCode).toBe(405)
     expect(health.headers['access-control-allow-origin']).toBeUndefined()
   })
 

@@ -93,6 +93,9 @@ async function setup() {
   return { fake, gw, lines, chat }
 }
 
+/** A client's abort is settled, logged and counted asynchronously: a loaded machine may take seconds. */
+const SETTLED = { timeout: 15_000 }
+
 describe('observability', () => {
   it('writes one line per request with what it did', async () => {
     const { lines, chat } = await setup()
@@ -127,7 +130,7 @@ describe('observability', () => {
     const reader = res.body!.getReader()
     expect(new TextDecoder().decode((await reader.read()).value)).toContain('first ')
     aborted.abort()
-    await expect.poll(() => lines.filter((l) => l.msg === 'request').length).toBe(1)
+    await expect.poll(() => lines.filter((l) => l.msg === 'request').length, SETTLED).toBe(1)
     expect(lines.find((l) => l.msg === 'request')).toMatchObject({
       route: '/v1/chat/completions',
       status: 499,
@@ -140,10 +143,10 @@ describe('observability', () => {
     // A blocking call abandoned while the upstream still thinks.
     const gone = new AbortController()
     const pending = chat('team/held', {}, {}, gone.signal).catch(() => 'aborted')
-    await expect.poll(() => gw.deps.lifecycle.inFlight).toBe(1)
+    await expect.poll(() => gw.deps.lifecycle.inFlight, SETTLED).toBe(1)
     gone.abort()
     expect(await pending).toBe('aborted')
-    await expect.poll(() => lines.filter((l) => l.msg === 'request').length).toBe(2)
+    await expect.poll(() => lines.filter((l) => l.msg === 'request').length, SETTLED).toBe(2)
     expect(lines.filter((l) => l.msg === 'request')[1]).toMatchObject({
       status: 499,
       aborted: true,
