@@ -385,6 +385,8 @@ export const chatRequestSchema = z
       .optional(),
     logprobs: z.boolean().nullable().optional(),
     top_logprobs: z.number().int().min(0).max(20).optional(),
+    /** An integer in the safe range (zod's int): `1e309` parses to Infinity and is refused, not forwarded as null. */
+    seed: z.number().int().nullable().optional(),
     tools: z.array(toolSchema).optional(),
     tool_choice: toolChoiceSchema.optional(),
     parallel_tool_calls: z.boolean().optional(),

@@ -206,6 +206,11 @@ describe('parseChatRequest: rejected requests', () => {
       'invalid_value',
     ],
     ['max_tokens -1', withFields({ max_tokens: -1 }), 'max_tokens', 'invalid_value'],
+    // JSON.parse turns 1e309 into Infinity.
+    ['seed 1e309', withFields({ seed: JSON.parse('1e309') }), 'seed', 'invalid_value'],
+    ['seed past the safe integers', withFields({ seed: 2 ** 53 }), 'seed', 'invalid_value'],
+    ['seed 1.5', withFields({ seed: 1.5 }), 'seed', 'invalid_value'],
+    ['a string seed', withFields({ seed: '42' }), 'seed', 'invalid_value'],
     ['five stop strings', withFields({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'stop', 'invalid_value'],
     ['a numeric stop', withFields({ stop: 5 }), 'stop', 'invalid_value'],
     // logprobs and logit_bias
