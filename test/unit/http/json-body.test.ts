@@ -1,31 +1,166 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
-import { createBodyBudget, formatDeepPath, parseJsonBody, scanJson } from '../../../src/http/json-body.ts'
+import {
+  MAX_OBJECT_KEYS,
+  VALUES_PER_CHECKPOINT,
+  createBodyBudget,
+  formatDeepPath,
+  parseJsonBody,
+  parseJsonBodyInTurns,
+  parseJsonSteps,
+} from '../../../src/http/json-body.ts'
 import { thrownGatewayError } from '../../support/errors.ts'
 
-describe('scanJson', () => {
-  it('finds the path of the first container past the limit', () => {
-    expect(scanJson('{"a":{"b":{}}}', 2).tooDeep).toEqual(['a', 'b'])
-    expect(scanJson('{"a":{"b":{}}}', 3).tooDeep).toBeNull()
-    expect(scanJson('[1,[2],[3,[4]]]', 2).tooDeep).toEqual([2, 1])
-    expect(scanJson('{"x":1,"y":[{"z":[[]]}]}', 4).tooDeep).toEqual(['y', 0, 'z', 0])
+const deepParam = (text: string, maxDepth: number): string | null =>
+  thrownGatewayError(() => parseJsonBody(text, maxDepth)).param ?? null
+
+describe('parseJsonBody: limits', () => {
+  it('names the first container past the depth limit', () => {
+    expect(deepParam('{"a":{"b":{}}}', 2)).toBe('a.b')
+    expect(parseJsonBody('{"a":{"b":{}}}', 3)).toEqual({ a: { b: {} } })
+    expect(deepParam('[1,[2],[3,[4]]]', 2)).toBe('[2][1]')
+    expect(deepParam('{"x":1,"y":[{"z":[[]]}]}', 4)).toBe('y[0].z[0]')
   })
 
   it('ignores brackets, quotes and backslashes inside strings', () => {
-    expect(scanJson('{"a":"[[[{{{","b":"\\"[[[","c":"\\\\"}', 1).tooDeep).toBeNull()
-    expect(scanJson('{"a\\"[":{"b":[]}}', 2).tooDeep).toEqual(['a"[', 'b'])
+    const text = '{"a":"[[[{{{","b":"\\"[[[","c":"\\\\"}'
+    expect(parseJsonBody(text, 1)).toEqual(JSON.parse(text))
+    expect(deepParam('{"a\\"[":{"b":[]}}', 2)).toBe('a"[.b')
   })
 
-  it('decodes escaped keys and flags __proto__ and constructor keys however written', () => {
-    expect(scanJson('{"\\u0061":[[]]}', 2).tooDeep).toEqual(['a', 0])
-    expect(scanJson('{"__proto__":1}', 5).suspectKeys).toBe(true)
-    expect(scanJson('{"\\u005f_proto__":1}', 5).suspectKeys).toBe(true)
-    expect(scanJson('{"a":"__proto__"}', 5).suspectKeys).toBe(false)
-    expect(scanJson('{"constructor":1}', 5).suspectKeys).toBe(true)
+  it('decodes escaped keys, and refuses __proto__ however written', () => {
+    expect(deepParam('{"\\u0061":[[]]}', 2)).toBe('a[0]')
+    expect(deepParam('{"\\u005f_proto__":1}', 5)).toBe('__proto__')
+    expect(parseJsonBody('{"a":"__proto__","constructor":1}', 5)).toEqual({ a: '__proto__', constructor: 1 })
   })
 
-  it('scans a million levels without recursion', () => {
-    expect(scanJson('['.repeat(1_000_000), 64).tooDeep).toHaveLength(64)
+  it('stops at the limit a million levels in, without recursion', () => {
+    expect(deepParam('['.repeat(1_000_000), 64)).toMatch(/^\[0\]/)
+  })
+
+  it('refuses an object of more than maxKeys keys, naming it, and takes exactly maxKeys', () => {
+    const wide = (n: number) =>
+      JSON.stringify({ a: [Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, i]))] })
+    expect(parseJsonBody(wide(5), 64, 5)).toEqual(JSON.parse(wide(5)))
+    expect(thrownGatewayError(() => parseJsonBody(wide(6), 64, 5))).toMatchObject({
+      code: 'invalid_value',
+      param: 'a[0]',
+      message: 'a[0] has more than 5 keys',
+    })
+    expect(thrownGatewayError(() => parseJsonBody(wide(MAX_OBJECT_KEYS + 1), 64))).toMatchObject({
+      param: 'a[0]',
+    })
+    expect(thrownGatewayError(() => parseJsonBody('{"a":1,"b":2}', 64, 1)).message).toBe(
+      'the body has more than 1 keys',
+    )
+  })
+})
+
+describe('parseJsonBody: the same value as JSON.parse', () => {
+  const valid = [
+    '0',
+    '-0',
+    '1e309',
+    '-1.5E-3',
+    '123456789012345678901234567890',
+    'true',
+    'false',
+    'null',
+    '""',
+    ' \t\r\n[ ]\n',
+    '{}',
+    '{ }',
+    '[[], {}, [{}]]',
+    '{"a":1,"a":2}',
+    '"\\u00e9\\n\\"\\\\\\/"',
+    '"\\ud83d\\ude00 😀"',
+    '{"constructor":{"type":"string"}}',
+    '[1,2.5,-3e2,"x",null,true,{"k":[false]}]',
+    '{"toString":1,"hasOwnProperty":2,"valueOf":{}}',
+  ]
+  it.each(valid)('%s', (text) => {
+    const parsed = parseJsonBody(text, 64)
+    expect(parsed).toEqual(JSON.parse(text))
+    expect(JSON.stringify(parsed)).toBe(JSON.stringify(JSON.parse(text)))
+  })
+
+  const invalid = [
+    '[1,]',
+    '{"a":1,}',
+    '{"a" 1}',
+    '{a:1}',
+    "{'a':1}",
+    '[01]',
+    '[1.]',
+    '[.5]',
+    '[-]',
+    '[+1]',
+    '[1e]',
+    'tru',
+    'nul',
+    '[1 2]',
+    '{"a":1}}',
+    '{"a":1} x',
+    '[',
+    '{"a":',
+    '"abc',
+    '"a\tb"',
+    '"\\x41"',
+    'undefined',
+    '[NaN]',
+    '{"a":1 "b":2}',
+    ',',
+    ':',
+    '"\\u12"',
+  ]
+  it.each(invalid)('refuses %s as invalid_json, as JSON.parse does', (text) => {
+    expect(() => JSON.parse(text)).toThrow()
+    expect(thrownGatewayError(() => parseJsonBody(text, 64))).toMatchObject({ code: 'invalid_json' })
+  })
+
+  it('matches JSON.parse on a wide, mixed body', () => {
+    const body = {
+      model: 'mock/chat',
+      messages: Array.from({ length: 3000 }, (_, i) => ({ role: 'user', content: `m${i} é "q" \\ \n` })),
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }],
+      n: [0, -1, 1.25, 1e21, null, true, false],
+    }
+    const text = JSON.stringify(body, null, 1)
+    expect(parseJsonBody(text, 64)).toStrictEqual(JSON.parse(text))
+  })
+})
+
+describe('parseJsonSteps: sliced', () => {
+  const wideText = JSON.stringify({ extra: Array.from({ length: 100_000 }, () => ({})) })
+
+  it('reaches a checkpoint every VALUES_PER_CHECKPOINT values', () => {
+    const work = parseJsonSteps(wideText, { maxDepth: 64 })
+    let checkpoints = 0
+    for (let step = work.next(); !step.done; step = work.next()) checkpoints++
+    expect(checkpoints).toBe(Math.floor(100_002 / VALUES_PER_CHECKPOINT))
+  })
+
+  it('gives the event loop a turn whenever a turn has lasted turnMs, and builds the same value', async () => {
+    let clock = 0
+    let turns = 0
+    let immediates = 0
+    const ticking = setInterval(() => {}, 1_000)
+    const counter = (): void => {
+      immediates++
+      if (immediates < 1_000) setImmediate(counter)
+    }
+    setImmediate(counter)
+    const value = await parseJsonBodyInTurns(
+      wideText,
+      { maxDepth: 64 },
+      { now: () => clock++, turnMs: 10, onTurn: () => turns++ },
+    )
+    clearInterval(ticking)
+    expect(value).toStrictEqual(JSON.parse(wideText))
+    // 97 checkpoints: the clock reads 1 more at each, so a turn comes every 10 checkpoints.
+    expect(turns).toBe(9)
+    // Other callbacks ran while it parsed.
+    expect(immediates).toBeGreaterThanOrEqual(turns)
   })
 })
 
