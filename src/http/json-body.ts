@@ -164,6 +164,8 @@ interface Frame {
 }
 
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
+// JSON forbids them unescaped inside strings.
+// eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f]/
 
 /**
