@@ -40,7 +40,7 @@ type Options = readonly z.ZodType[]
  * returns one of them, or a narrower schema that is sure to fail (to report the right issue), or
  * undefined for an input of no expected shape. The branches must not transform: the input is kept.
  */
-function pickedUnion<const S extends Options>(
+export function pickedUnion<const S extends Options>(
   options: S,
   pick: (input: unknown) => z.ZodType | undefined,
   expected: string,
