@@ -1,5 +1,6 @@
-import { createHash } from 'node:crypto'
+import { createHash, type Hash } from 'node:crypto'
 import { GatewayError } from '../../errors.ts'
+import { finishNow, type Sliced } from '../../turns.ts'
 import { allowedToolName } from '../shared/request.ts'
 import type {
   ChatChunk,
@@ -44,13 +45,56 @@ export function countTokens(text: string): number {
   return text.match(TOKEN)?.length ?? 0
 }
 
+/** Text counted between two checkpoints by {@link countTokensSteps}. */
+export const COUNT_WINDOW = 64 * 1024
+
+const WORD_CHAR = /[\p{L}\p{M}\p{N}_]/u
+
+function isWordAt(text: string, i: number): boolean {
+  const cp = text.codePointAt(i)
+  return cp !== undefined && WORD_CHAR.test(String.fromCodePoint(cp))
+}
+
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff
+}
+
+/**
+ * {@link countTokens}, a window of `window` characters at a time with a checkpoint after each: a regular
+ * expression over 9.9 MB of text held the event loop for most of a second. A word cut in two by a
+ * window's end is counted once; a surrogate pair is never cut.
+ */
+export function* countTokensSteps(text: string, window = COUNT_WINDOW): Sliced<number> {
+  let total = 0
+  let start = 0
+  while (text.length - start > window) {
+    let end = start + window
+    if (isLowSurrogate(text.charCodeAt(end))) end++
+    total += countTokens(text.slice(start, end))
+    const before = isLowSurrogate(text.charCodeAt(end - 1)) ? end - 2 : end - 1
+    if (isWordAt(text, before) && isWordAt(text, end)) total--
+    start = end
+    yield
+  }
+  return total + countTokens(text.slice(start))
+}
+
 /** End offsets (exclusive) of each token of `text`, in order. */
 function tokenEnds(text: string): number[] {
   return Array.from(text.matchAll(TOKEN), (m) => m.index + m[0].length)
 }
 
-function hexDigest(value: unknown, length: number): string {
-  return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, length)
+/** Characters of a value's JSON hashed between two checkpoints. */
+const HASH_WINDOW = 1024 * 1024
+
+/** Adds `text` to the hash a window at a time (SHA-256 of 10 MB is tens of milliseconds). */
+function* hashSteps(hash: Hash, text: string): Sliced<void> {
+  for (let i = 0; i < text.length; i += HASH_WINDOW) {
+    hash.update(text.slice(i, i + HASH_WINDOW))
+    yield
+  }
+  // A separator, so that ["ab","c"] and ["a","bc"] differ.
+  hash.update('\u0000')
 }
 
 function messageText(message: ChatMessage): string {
@@ -63,22 +107,44 @@ function messageText(message: ChatMessage): string {
 }
 
 /** Prompt tokens: the text of every message plus the name and arguments of each tool call it carries. */
-function countPromptTokens(messages: ChatMessage[]): number {
+function* countPromptTokens(messages: ChatMessage[]): Sliced<number> {
   let total = 0
   for (const message of messages) {
-    total += countTokens(messageText(message))
+    total += yield* countTokensSteps(messageText(message))
     for (const call of message.role === 'assistant' ? (message.tool_calls ?? []) : []) {
-      total += countTokens(call.function.name) + countTokens(call.function.arguments)
+      total += countTokens(call.function.name) + (yield* countTokensSteps(call.function.arguments))
     }
   }
   return total
 }
 
+// Whitespace runs, or one other code point: the quote needs only its first QUOTED_CHARS of these.
+const QUOTE_PIECE = /\s+|[^\s]/gu
+
+/**
+ * The first QUOTED_CHARS code points of the last user message with whitespace runs made one space and
+ * the ends trimmed: read from the start, never the whole message.
+ */
 function defaultReplyText(messages: ChatMessage[]): string {
   const lastUser = messages.findLast((m) => m.role === 'user')
-  const text = lastUser === undefined ? '' : messageText(lastUser).replace(/\s+/g, ' ').trim()
-  // Slice by code points so a surrogate pair is never split.
-  const quoted = Array.from(text).slice(0, QUOTED_CHARS).join('')
+  const text = lastUser === undefined ? '' : messageText(lastUser)
+  let quoted = ''
+  let count = 0
+  let space = false
+  QUOTE_PIECE.lastIndex = 0
+  for (let m = QUOTE_PIECE.exec(text); m !== null && count < QUOTED_CHARS; m = QUOTE_PIECE.exec(text)) {
+    if (/\s/u.test(m[0])) {
+      space = count > 0
+      continue
+    }
+    if (space) {
+      quoted += ' '
+      space = false
+      if (++count === QUOTED_CHARS) break
+    }
+    quoted += m[0]
+    count++
+  }
   return `Mock reply to "${quoted}": ${MOCK_REPLY_TAIL}`
 }
 
@@ -178,7 +244,8 @@ export function sampleFromSchema(schema: unknown): unknown {
   }
 }
 
-interface MockReply {
+/** What a mock answer says, blocking or streamed; computed once by {@link mockReply}. */
+export interface MockReply {
   id: string
   content: string | null
   toolCall: ToolCall | undefined
@@ -186,27 +253,30 @@ interface MockReply {
   usage: Usage
 }
 
-function buildReply(req: ChatRequest, model: string): MockReply {
-  // Hash only what shapes the answer, so the blocking and the streamed request get the same id.
-  const seed = {
-    model,
-    messages: req.messages,
-    tools: req.tools,
-    tool_choice: req.tool_choice,
-    stop: req.stop,
-    max: maxTokens(req),
-  }
-  const id = `mockcmpl-${hexDigest(seed, 24)}`
-  const promptTokens = countPromptTokens(req.messages)
+/**
+ * The answer to `req`, as sliced work: hashing and counting a 10 MB prompt yield at checkpoints (the
+ * adapter runs it in turns). Throws GatewayError 400 (param `tool_choice`) when a named function
+ * choice names a function that is not in `tools`.
+ */
+export function* mockReply(req: ChatRequest, model: string): Sliced<MockReply> {
+  // Hash only what shapes the answer, so the blocking and the streamed request get the same id. Each
+  // message and tool is serialized on its own: one JSON.stringify of them all could be 10 MB at once.
+  const hash = createHash('sha256')
+  yield* hashSteps(hash, JSON.stringify([model, req.tool_choice, req.stop, maxTokens(req)]))
+  for (const message of req.messages) yield* hashSteps(hash, JSON.stringify(message))
+  for (const tool of req.tools ?? []) yield* hashSteps(hash, JSON.stringify(tool))
+  const digest = hash.digest('hex')
+  const id = `mockcmpl-${digest.slice(0, 24)}`
+  const promptTokens = yield* countPromptTokens(req.messages)
   const tool = forcedTool(req)
   if (tool !== undefined) {
     const args = JSON.stringify(sampleFromSchema(tool.function.parameters ?? { type: 'object' }) ?? {})
     const toolCall: ToolCall = {
-      id: `call_${hexDigest({ seed, tool: tool.function.name }, 24)}`,
+      id: `call_${createHash('sha256').update(`${digest}\u0000${tool.function.name}`).digest('hex').slice(0, 24)}`,
       type: 'function',
       function: { name: tool.function.name, arguments: args },
     }
-    const completionTokens = countTokens(tool.function.name) + countTokens(args)
+    const completionTokens = countTokens(tool.function.name) + (yield* countTokensSteps(args))
     return { id, content: null, toolCall, finish: 'tool_calls', usage: usage(promptTokens, completionTokens) }
   }
   const { content, finish } = limitText(defaultReplyText(req.messages), req)
@@ -234,11 +304,15 @@ function toCreated(now: number): number {
 }
 
 /**
- * The blocking answer. Throws GatewayError 400 (param `tool_choice`) when a named function choice
- * names a function that is not in `tools`.
+ * The blocking answer; `reply` is computed at once when not given. Throws GatewayError 400 (param
+ * `tool_choice`) when a named function choice names a function that is not in `tools`.
  */
-export function mockChatCompletion(req: ChatRequest, model: string, now: number): ChatCompletion {
-  const reply = buildReply(req, model)
+export function mockChatCompletion(
+  req: ChatRequest,
+  model: string,
+  now: number,
+  reply: MockReply = finishNow(mockReply(req, model)),
+): ChatCompletion {
   return {
     id: reply.id,
     object: 'chat.completion',
@@ -291,8 +365,12 @@ function splitArguments(args: string): string[] {
  * `choices: []`. Text content deltas concatenate to the blocking content; for a tool call the role
  * chunk carries `content: null`, as OpenAI's does.
  */
-export function mockChatChunks(req: ChatRequest, model: string, now: number): ChatChunk[] {
-  const reply = buildReply(req, model)
+export function mockChatChunks(
+  req: ChatRequest,
+  model: string,
+  now: number,
+  reply: MockReply = finishNow(mockReply(req, model)),
+): ChatChunk[] {
   const created = toCreated(now)
   const chunk = (
     delta: ChatChunk['choices'][number]['delta'],
