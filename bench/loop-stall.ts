@@ -56,6 +56,8 @@ const chat = (extra: Body): Body => ({
 const room = BODY_LIMIT - 4096
 
 const cases: Case[] = [
+  // What the machine itself gives: the stall while serving a small request (scheduling, GC).
+  { name: 'baseline: a small request', path: '/v1/chat/completions', body: () => chat({}) },
   {
     name: '9.9 MB single message',
     path: '/v1/chat/completions',
@@ -210,7 +212,7 @@ async function serve(): Promise<void> {
 
 async function measure(): Promise<void> {
   const child = fork(fileURLToPath(import.meta.url), ['serve'], {
-    execArgv: ['--disable-warning=ExperimentalWarning'],
+    execArgv: ['--disable-warning=ExperimentalWarning', ...(process.env['BENCH_CHILD_FLAGS'] ?? '').split(' ').filter(Boolean)],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })
   const next = async (): Promise<Record<string, number>> => (await once(child, 'message'))[0] as never

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MAX_OBJECT_KEYS } from '../../src/http/json-body.ts'
+import { MAX_CONTAINERS, MAX_OBJECT_KEYS } from '../../src/http/json-body.ts'
 import { CHAT_LIMITS } from '../../src/schemas/chat.ts'
 import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
 
@@ -27,33 +27,33 @@ describe('request size limits through HTTP', () => {
 
   it.each<[string, () => Record<string, unknown>, string, string]>([
     [
-      '100 000 tools',
+      '1 025 tools',
       () => ({
-        tools: Array.from({ length: 100_000 }, (_, i) => ({ type: 'function', function: { name: `f${i}` } })),
+        tools: Array.from({ length: 1025 }, (_, i) => ({ type: 'function', function: { name: `f${i}` } })),
       }),
       'tools',
       'at most 1024 tools',
     ],
     [
-      '100 000 tool calls',
+      '10 001 tool calls',
       () => ({
         messages: [
           ...hello.messages,
-          { role: 'assistant', tool_calls: Array.from({ length: 100_000 }, (_, i) => call(i)) },
+          { role: 'assistant', tool_calls: Array.from({ length: 10_001 }, (_, i) => call(i)) },
         ],
       }),
       'messages[1].tool_calls',
       'at most 10000 tool calls',
     ],
     [
-      '300 000 messages',
-      () => ({ messages: Array(300_000).fill(hello.messages[0]) }),
+      '10 001 messages',
+      () => ({ messages: Array(10_001).fill(hello.messages[0]) }),
       'messages',
       'at most 10000 items',
     ],
     [
-      '100 000 content parts',
-      () => ({ messages: [{ role: 'user', content: Array(100_000).fill({ type: 'text', text: 'a' }) }] }),
+      '10 001 content parts',
+      () => ({ messages: [{ role: 'user', content: Array(10_001).fill({ type: 'text', text: 'a' }) }] }),
       'messages[0].content',
       'at most 10000 content parts',
     ],
@@ -62,6 +62,21 @@ describe('request size limits through HTTP', () => {
       () => ({ logit_bias: Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [i, 1])) }),
       'logit_bias',
       'at most 1024 token ids',
+    ],
+    // Past MAX_CONTAINERS objects and arrays in all, the parser stops building and names the field.
+    [
+      '100 000 tools',
+      () => ({
+        tools: Array.from({ length: 100_000 }, (_, i) => ({ type: 'function', function: { name: `f${i}` } })),
+      }),
+      'tools',
+      `more than ${MAX_CONTAINERS} objects and arrays`,
+    ],
+    [
+      '1 000 000 empty objects in an unknown field',
+      () => ({ extra: Array(1_000_000).fill({}) }),
+      'extra',
+      `more than ${MAX_CONTAINERS} objects and arrays`,
     ],
     // Past MAX_OBJECT_KEYS anywhere, the parser refuses the object before building more of it.
     ['a 100 000-key metadata', () => ({ metadata: wide(100_000) }), 'metadata', 'more than 10000 keys'],

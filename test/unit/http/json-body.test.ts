@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
 import {
+  MAX_CONTAINERS,
   MAX_OBJECT_KEYS,
   VALUES_PER_CHECKPOINT,
   createBodyBudget,
@@ -41,8 +42,8 @@ describe('parseJsonBody: limits', () => {
   it('refuses an object of more than maxKeys keys, naming it, and takes exactly maxKeys', () => {
     const wide = (n: number) =>
       JSON.stringify({ a: [Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, i]))] })
-    expect(parseJsonBody(wide(5), 64, 5)).toEqual(JSON.parse(wide(5)))
-    expect(thrownGatewayError(() => parseJsonBody(wide(6), 64, 5))).toMatchObject({
+    expect(parseJsonBody(wide(5), 64, { maxKeys: 5 })).toEqual(JSON.parse(wide(5)))
+    expect(thrownGatewayError(() => parseJsonBody(wide(6), 64, { maxKeys: 5 }))).toMatchObject({
       code: 'invalid_value',
       param: 'a[0]',
       message: 'a[0] has more than 5 keys',
@@ -50,9 +51,22 @@ describe('parseJsonBody: limits', () => {
     expect(thrownGatewayError(() => parseJsonBody(wide(MAX_OBJECT_KEYS + 1), 64))).toMatchObject({
       param: 'a[0]',
     })
-    expect(thrownGatewayError(() => parseJsonBody('{"a":1,"b":2}', 64, 1)).message).toBe(
+    expect(thrownGatewayError(() => parseJsonBody('{"a":1,"b":2}', 64, { maxKeys: 1 })).message).toBe(
       'the body has more than 1 keys',
     )
+  })
+
+  it('refuses more than maxContainers objects and arrays in all, naming the top-level field', () => {
+    // n in all: the body, b, [{}], its {}, and an array of n - 5 objects.
+    const text = (n: number) => JSON.stringify({ a: 1, b: [[{}], Array(n - 5).fill({})] })
+    expect(parseJsonBody(text(10), 64, { maxContainers: 10 })).toEqual(JSON.parse(text(10)))
+    expect(thrownGatewayError(() => parseJsonBody(text(11), 64, { maxContainers: 10 }))).toMatchObject({
+      code: 'invalid_value',
+      param: 'b',
+      message: 'request body holds more than 10 objects and arrays (past it in b)',
+    })
+    const many = JSON.stringify({ extra: Array(MAX_CONTAINERS).fill([]) })
+    expect(thrownGatewayError(() => parseJsonBody(many, 64))).toMatchObject({ param: 'extra' })
   })
 })
 
@@ -134,7 +148,7 @@ describe('parseJsonSteps: sliced', () => {
   const wideText = JSON.stringify({ extra: Array.from({ length: 100_000 }, () => ({})) })
 
   it('reaches a checkpoint every VALUES_PER_CHECKPOINT values', () => {
-    const work = parseJsonSteps(wideText, { maxDepth: 64 })
+    const work = parseJsonSteps(wideText, { maxDepth: 64, maxContainers: Infinity })
     let checkpoints = 0
     for (let step = work.next(); !step.done; step = work.next()) checkpoints++
     expect(checkpoints).toBe(Math.floor(100_002 / VALUES_PER_CHECKPOINT))
@@ -152,7 +166,7 @@ describe('parseJsonSteps: sliced', () => {
     setImmediate(counter)
     const value = await parseJsonBodyInTurns(
       wideText,
-      { maxDepth: 64 },
+      { maxDepth: 64, maxContainers: Infinity },
       { now: () => clock++, turnMs: 10, onTurn: () => turns++ },
     )
     clearInterval(ticking)
