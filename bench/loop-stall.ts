@@ -139,26 +139,30 @@ const cases: Case[] = [
     body: () => chat({ messages: fill({ role: 'user', content: prose(1000) }, room, 10_000) }),
   },
   {
-    name: 'at the caps: 10 000 messages × 8 tool calls',
+    name: 'at the caps: 10 000 tool calls, 10 000 parts, 1 024 tools',
     path: '/v1/chat/completions',
     body: () =>
       chat({
-        messages: fill(
+        messages: [
+          { role: 'user', content: Array(10_000).fill({ type: 'text', text: prose(200) }) },
           {
             role: 'assistant',
-            tool_calls: Array.from({ length: 8 }, (_, i) => ({
+            tool_calls: Array.from({ length: 10_000 }, (_, i) => ({
               id: `call_${i}`,
               type: 'function',
-              function: { name: 'f', arguments: '{}' },
+              function: { name: 'f', arguments: JSON.stringify({ q: prose(100) }) },
             })),
           },
-          room,
-          10_000,
-        ),
+          { role: 'tool', tool_call_id: 'call_0', content: 'ok' },
+        ],
+        tools: Array.from({ length: 1024 }, (_, i) => ({
+          type: 'function',
+          function: { name: `f${i}`, description: prose(2000), parameters: { type: 'object' } },
+        })),
       }),
   },
   {
-    name: 'at the caps: 1 024 tools with 1 000-property schemas',
+    name: 'at the caps: 1 024 tools, 90 000 objects of schema',
     path: '/v1/chat/completions',
     body: () =>
       chat({
@@ -167,10 +171,24 @@ const cases: Case[] = [
           type: 'function',
           function: {
             name: `f${i}`,
-            parameters: { type: 'object', properties: wideObject(Math.floor(room / 1024 / 12), {}) },
+            parameters: {
+              type: 'object',
+              properties: wideObject(84, { type: 'string', description: prose(50) }),
+              required: Object.keys(wideObject(84)),
+            },
           },
         })),
       }),
+  },
+  {
+    name: 'at the caps: 2 048 embedding inputs of 4.8 KB',
+    path: '/routed/v1/embeddings',
+    body: () => ({ model: 'mock/embed', input: fill(prose(4800), room, 2048) }),
+  },
+  {
+    name: 'at the caps: 300 000 embedding tokens',
+    path: '/routed/v1/embeddings',
+    body: () => ({ model: 'mock/embed', input: Array.from({ length: 300_000 }, (_, i) => i % 50_000) }),
   },
 ]
 
@@ -191,6 +209,8 @@ async function serve(): Promise<void> {
   const port = typeof address === 'object' && address !== null ? address.port : 0
   const histogram = monitorEventLoopDelay({ resolution: 5 })
   histogram.enable()
+  // The measuring side is gone (done, or failed): so is this.
+  process.on('disconnect', () => process.exit(0))
   process.on('message', (m: string) => {
     if (m === 'reset') {
       histogram.reset()
@@ -212,7 +232,10 @@ async function serve(): Promise<void> {
 
 async function measure(): Promise<void> {
   const child = fork(fileURLToPath(import.meta.url), ['serve'], {
-    execArgv: ['--disable-warning=ExperimentalWarning', ...(process.env['BENCH_CHILD_FLAGS'] ?? '').split(' ').filter(Boolean)],
+    execArgv: [
+      '--disable-warning=ExperimentalWarning',
+      ...(process.env['BENCH_CHILD_FLAGS'] ?? '').split(' ').filter(Boolean),
+    ],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })
   const next = async (): Promise<Record<string, number>> => (await once(child, 'message'))[0] as never

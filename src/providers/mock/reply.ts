@@ -133,6 +133,8 @@ function* countPromptTokens(messages: ChatMessage[]): Sliced<number> {
     for (const call of message.role === 'assistant' ? (message.tool_calls ?? []) : []) {
       total += countTokens(call.function.name) + (yield* countTokensSteps(call.function.arguments))
     }
+    // 10 000 messages of 1 KB are 10 MB to count too.
+    yield
   }
   return total
 }
