@@ -1,6 +1,6 @@
 import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { finishInTurns } from '../../turns.ts'
-import { mockChatChunks, mockChatCompletion, mockEmbeddings, mockReply } from './reply.ts'
+import { mockChatChunks, mockChatCompletion, mockEmbeddingsSteps, mockReply } from './reply.ts'
 
 export interface MockAdapterOptions {
   /** Epoch milliseconds; `created` is derived from it. */
@@ -66,7 +66,7 @@ export function createMockAdapter(options: MockAdapterOptions = {}): ProviderAda
     chatStream,
     async embed(req, call) {
       await delay(call.upstream.latencyMs, call.signal)
-      return mockEmbeddings(req, call.upstreamModel)
+      return finishInTurns(mockEmbeddingsSteps(req, call.upstreamModel))
     },
   }
 }

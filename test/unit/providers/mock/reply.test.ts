@@ -5,6 +5,7 @@ import {
   COUNT_WINDOW,
   countTokens,
   countTokensSteps,
+  mockEmbeddingsSteps,
   mockReply,
   mockChatChunks,
   mockChatCompletion,
@@ -475,5 +476,16 @@ describe('sliced work', () => {
     expect(step.value.usage.prompt_tokens).toBe(400_000)
     expect(mockChatChunks(req, model, now)[0]?.id).toBe(step.value.id)
     expect(mockChatCompletion(req, model, now).id).toBe(step.value.id)
+  })
+
+  it('embeddings reach a checkpoint per input, and count what countTokens counts', () => {
+    const input = Array.from({ length: 100 }, (_, i) => `text ${i}, `.repeat(10))
+    const work = mockEmbeddingsSteps({ model: 'mock/embed', input }, 'embed')
+    let checkpoints = 0
+    let step = work.next()
+    for (; !step.done; step = work.next()) checkpoints++
+    expect(checkpoints).toBe(100)
+    expect(step.value.usage.prompt_tokens).toBe(input.reduce((n, t) => n + countTokens(t), 0))
+    expect(step.value.data).toHaveLength(100)
   })
 })
