@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MAX_CONTAINERS, MAX_OBJECT_KEYS } from '../../src/http/json-body.ts'
+import { MAX_ARRAY_ITEMS, MAX_CONTAINERS, MAX_OBJECT_KEYS } from '../../src/http/json-body.ts'
 import { CHAT_LIMITS } from '../../src/schemas/chat.ts'
 import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
 
@@ -133,6 +133,16 @@ describe('request size limits through HTTP', () => {
     const big = await chat({ messages: [{ role: 'user', content: 'word '.repeat(1_980_000) }] })
     expect(big.status).toBe(200)
     expect(big.body.usage.prompt_tokens).toBe(1_980_000)
+  })
+
+  it('3 000 000 embedding tokens in one array are a 400 naming input, from the parser', async () => {
+    const res = await post(
+      '/routed/v1/embeddings',
+      JSON.stringify({ model: 'mock/embed', input: Array(3_000_000).fill(1) }),
+    )
+    expect(res.status).toBe(400)
+    expect(res.body.error).toMatchObject({ code: 'invalid_value', param: 'input' })
+    expect(res.body.error.message).toBe(`input has more than ${MAX_ARRAY_ITEMS} items`)
   })
 
   it('300 001 embedding tokens are a 400 naming input', async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
 import {
+  MAX_ARRAY_ITEMS,
   MAX_CONTAINERS,
   MAX_OBJECT_KEYS,
   VALUES_PER_CHECKPOINT,
@@ -53,6 +54,21 @@ describe('parseJsonBody: limits', () => {
     })
     expect(thrownGatewayError(() => parseJsonBody('{"a":1,"b":2}', 64, { maxKeys: 1 })).message).toBe(
       'the body has more than 1 keys',
+    )
+  })
+
+  it('refuses an array of more than maxItems items, naming it, and takes exactly maxItems', () => {
+    const list = (n: number) => JSON.stringify({ a: { b: Array(n).fill(0) } })
+    expect(parseJsonBody(list(5), 64, { maxItems: 5 })).toEqual(JSON.parse(list(5)))
+    expect(thrownGatewayError(() => parseJsonBody(list(6), 64, { maxItems: 5 }))).toMatchObject({
+      code: 'invalid_value',
+      param: 'a.b',
+      message: 'a.b has more than 5 items',
+    })
+    expect(parseJsonBody(JSON.stringify(Array(MAX_ARRAY_ITEMS).fill(1)), 64)).toHaveLength(MAX_ARRAY_ITEMS)
+    const over = JSON.stringify(Array(MAX_ARRAY_ITEMS + 1).fill(1))
+    expect(thrownGatewayError(() => parseJsonBody(over, 64)).message).toBe(
+      `the body has more than ${MAX_ARRAY_ITEMS} items`,
     )
   })
 
