@@ -1,4 +1,5 @@
 import type { ChatMessage, ChatRequest, EmbeddingsRequest } from '../providers/types.ts'
+import { finishInTurns, finishNow, type Sliced } from '../turns.ts'
 
 // Two kinds of counting. Before a request: a cheap, safe upper bound (no tokenizer on the hot path).
 // After a request whose upstream gave no usage: a real tokenizer (o200k_base, loaded on first use).
@@ -8,11 +9,39 @@ const IMAGE_TOKEN_BOUND = 2_000
 /** Role markers and separators per message. */
 const MESSAGE_OVERHEAD = 8
 
-/** Every BPE token covers at least one UTF-8 byte, so the byte length bounds the token count. */
+/**
+ * Every BPE token covers at least one UTF-8 byte, so the byte length bounds the token count. At once:
+ * for tests and small requests; the pipeline uses {@link promptTokenBoundInTurns}.
+ */
 export function promptTokenBound(req: ChatRequest): number {
+  return finishNow(promptTokenBoundSteps(req))
+}
+
+/** {@link promptTokenBound}, giving the event loop a turn every few ms (10 MB of tools, 10 000 messages). */
+export function promptTokenBoundInTurns(req: ChatRequest): Promise<number> {
+  return finishInTurns(promptTokenBoundSteps(req))
+}
+
+/** Messages or tools measured between two checkpoints. */
+const ITEMS_PER_CHECKPOINT = 64
+
+/** The bound, with a checkpoint every {@link ITEMS_PER_CHECKPOINT} messages, tools and long items. */
+export function* promptTokenBoundSteps(req: ChatRequest): Sliced<number> {
   let bound = 0
-  for (const m of req.messages) bound += MESSAGE_OVERHEAD + messageBound(m)
-  if (req.tools) bound += Buffer.byteLength(JSON.stringify(req.tools))
+  let items = 0
+  for (const m of req.messages) {
+    bound += MESSAGE_OVERHEAD + messageBound(m)
+    if (++items % ITEMS_PER_CHECKPOINT === 0) yield
+  }
+  if (req.tools) {
+    // The bytes of JSON.stringify(req.tools), a tool at a time: all at once, 10 MB of tool schemas
+    // is a long stall. Brackets and commas: 2 + (n - 1).
+    bound += 1 + Math.max(1, req.tools.length)
+    for (const tool of req.tools) {
+      bound += Buffer.byteLength(JSON.stringify(tool))
+      if (++items % ITEMS_PER_CHECKPOINT === 0) yield
+    }
+  }
   if (req.response_format) bound += Buffer.byteLength(JSON.stringify(req.response_format))
   return bound
 }
@@ -40,9 +69,19 @@ export function embeddingTokenBound(req: EmbeddingsRequest): number {
   return bound
 }
 
-/** The text of a chat prompt as a tokenizer should see it, for estimated usage. */
+/** The text of a chat prompt as a tokenizer should see it, for estimated usage. At once (tests). */
 export function promptText(req: ChatRequest): string {
+  return finishNow(promptTextSteps(req))
+}
+
+/** {@link promptText}, giving the event loop a turn every few ms. */
+export function promptTextInTurns(req: ChatRequest): Promise<string> {
+  return finishInTurns(promptTextSteps(req))
+}
+
+export function* promptTextSteps(req: ChatRequest): Sliced<string> {
   const parts: string[] = []
+  let items = 0
   for (const m of req.messages) {
     parts.push(m.role)
     if (typeof m.content === 'string') parts.push(m.content)
@@ -50,8 +89,17 @@ export function promptText(req: ChatRequest): string {
       for (const p of m.content) if (p.type === 'text' && typeof p.text === 'string') parts.push(p.text)
     }
     if (m.tool_calls) parts.push(JSON.stringify(m.tool_calls))
+    if (++items % ITEMS_PER_CHECKPOINT === 0) yield
   }
-  if (req.tools) parts.push(JSON.stringify(req.tools))
+  if (req.tools) {
+    // The same text as JSON.stringify(req.tools), a tool at a time.
+    const tools: string[] = []
+    for (const tool of req.tools) {
+      tools.push(JSON.stringify(tool))
+      if (++items % ITEMS_PER_CHECKPOINT === 0) yield
+    }
+    parts.push(`[${tools.join(',')}]`)
+  }
   return parts.join('\n')
 }
 

@@ -1,9 +1,11 @@
 import type { FastifyRequest } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import { GatewayError, formatPath, invalidRequest } from '../errors.ts'
+import { finishInTurns, finishNow, type Sliced, type TurnOptions } from '../turns.ts'
 
-// The one JSON body parser: reads the body under the body limit and the shared byte budget, refuses
-// too-deep nesting before JSON.parse builds anything, then parses. It replaces Fastify's parser, so
+// The one JSON body parser: reads the body under the body limit and the shared byte budget, then
+// parses it in slices (a turn of the event loop every few milliseconds), refusing too-deep nesting and
+// too-wide objects before building them. It replaces Fastify's parser, so
 // every JSON route (and its error messages) goes through here.
 
 /**
@@ -87,18 +89,16 @@ export function createJsonBodyParser(
       payload.off('error', onError)
       payload.off('close', onClose)
       chunks.length = 0
-      let error = err
-      let value: unknown
-      if (error === null) {
-        try {
-          value = parseJsonBody(text ?? '', maxDepth)
-        } catch (parseErr) {
-          error = parseErr as Error
-        }
-      }
       // Held until parsed: the text and the parse are the memory this budget is about.
-      budget.release(owner, received)
-      done(error, value)
+      const settle = (error: Error | null, value?: unknown): void => {
+        budget.release(owner, received)
+        done(error, value)
+      }
+      if (err !== null) return settle(err)
+      parseJsonBodyInTurns(text ?? '', { maxDepth }).then(
+        (value) => settle(null, value),
+        (parseErr: unknown) => settle(parseErr as Error),
+      )
     }
     const refuse = (err: GatewayError): void => {
       // The rest of the body is not read: the error answer closes the connection (app.ts).
@@ -150,41 +150,118 @@ function tooLarge(bodyLimit: number): GatewayError {
   return new GatewayError('payload_too_large', `request body is larger than ${bodyLimit} bytes`)
 }
 
+/** Most keys one object of a body may have (400 naming the object past it): far above real use. */
+export const MAX_OBJECT_KEYS = 10_000
+
+/**
+ * Most objects and arrays one body may hold, all levels together (400 past it). Each is an allocation
+ * the garbage collector then walks, which no slicing spreads out: 300 000 of them (100 000 tools) cost
+ * a 90 ms pause. Real requests hold a few thousand; the per-field caps of a chat request (10 000
+ * messages, parts and tool calls, 1 024 tools) stay below it with room for tool schemas.
+ */
+export const MAX_CONTAINERS = 100_000
+
+/**
+ * Most items one array of a body may hold (400 naming it past it): the longest list any endpoint takes
+ * is 300 000 embedding tokens. 3 000 000 numbers in one array (6 MB) cost 50-75 ms of CPU in one
+ * go to grow and collect, however the parse is sliced.
+ */
+export const MAX_ARRAY_ITEMS = 300_000
+
+export interface JsonLimits {
+  /** Deepest nesting of objects and arrays (400 `too_deep` past it). */
+  maxDepth: number
+  /** Most keys in one object (400 `invalid_value` past it). */
+  maxKeys?: number
+  /** Most objects and arrays in the body (400 `invalid_value` past it). */
+  maxContainers?: number
+  /** Most items in one array (400 `invalid_value` past it). */
+  maxItems?: number
+}
+
 /**
  * The body's value: 400 `invalid_json` when empty or not JSON, 400 `too_deep` (param: where) when it
- * nests deeper than `maxDepth`, 400 `invalid_value` for a `__proto__` key or a `constructor.prototype`
- * (Fastify's default protection against prototype poisoning, kept).
+ * nests deeper than `maxDepth`, 400 `invalid_value` (param: the object) for an object of more than
+ * `maxKeys` keys or an array of more than `maxItems` items, (param: the top-level field) past
+ * `maxContainers` objects and arrays, and for a `__proto__` key or a `constructor.prototype` (Fastify's default protection
+ * against prototype poisoning, kept). All at once: for tests and small texts.
  */
-export function parseJsonBody(text: string, maxDepth: number): unknown {
-  // A UTF-8 byte order mark is not JSON, but clients send it.
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1)
-  if (text.length === 0) {
-    throw invalidRequest('invalid_json', 'request body is empty but content-type is application/json')
-  }
-  const scan = scanJson(text, maxDepth)
-  if (scan.tooDeep !== null) {
-    const where = formatDeepPath(scan.tooDeep)
-    throw invalidRequest(
-      'too_deep',
-      `request body nests objects and arrays deeper than ${maxDepth} levels${where === null ? '' : ` at ${where}`}`,
-      where,
-    )
-  }
+export function parseJsonBody(
+  text: string,
+  maxDepth: number,
+  more: Omit<JsonLimits, 'maxDepth'> = {},
+): unknown {
+  return finishNow(parseJsonSteps(text, { maxDepth, ...more }))
+}
+
+/** As {@link parseJsonBody}, giving the event loop a turn every few milliseconds of parsing. */
+export function parseJsonBodyInTurns(
+  text: string,
+  limits: JsonLimits,
+  turns?: TurnOptions,
+): Promise<unknown> {
+  const native = parseSmall(text, limits)
+  if (native !== NOT_PARSED) return Promise.resolve(native)
+  return finishInTurns(parseJsonSteps(text, limits), turns)
+}
+
+/**
+ * Bodies up to this many characters are parsed by JSON.parse, at most a few milliseconds, and 10×
+ * faster than the sliced parser on the everyday kilobyte body; the value is then checked against the
+ * same limits. A bigger body, or one that is not valid JSON or passes a limit, goes through the sliced
+ * parser, which gives the exact error.
+ */
+export const NATIVE_PARSE_MAX_CHARS = 256 * 1024
+
+const NOT_PARSED: unique symbol = Symbol('not parsed')
+
+function parseSmall(text: string, limits: JsonLimits): unknown {
+  if (text.length > NATIVE_PARSE_MAX_CHARS || text.charCodeAt(0) === 0xfeff) return NOT_PARSED
   let value: unknown
   try {
     value = JSON.parse(text)
   } catch {
-    throw invalidRequest('invalid_json', 'request body is not valid JSON')
+    return NOT_PARSED
   }
-  if (scan.suspectKeys) refusePoisonedKeys(value)
-  return value
+  return withinLimits(value, limits) ? value : NOT_PARSED
 }
 
-export interface JsonScan {
-  /** Path segments of the first object or array deeper than the limit; null if none is. */
-  tooDeep: (string | number)[] | null
-  /** A key `__proto__` or `constructor` occurs. */
-  suspectKeys: boolean
+/** Whether a parsed value keeps every limit the sliced parser checks (depth counted as it does). */
+export function withinLimits(root: unknown, limits: JsonLimits): boolean {
+  const maxKeys = limits.maxKeys ?? MAX_OBJECT_KEYS
+  const maxContainers = limits.maxContainers ?? MAX_CONTAINERS
+  const maxItems = limits.maxItems ?? MAX_ARRAY_ITEMS
+  let containers = 0
+  const values: unknown[] = [root]
+  const depths: number[] = [1]
+  while (values.length > 0) {
+    const value = values.pop()
+    const depth = depths.pop() as number
+    if (typeof value !== 'object' || value === null) continue
+    if (depth > limits.maxDepth || ++containers > maxContainers) return false
+    if (Array.isArray(value)) {
+      if (value.length > maxItems) return false
+      for (const item of value) {
+        if (typeof item === 'object' && item !== null) {
+          values.push(item)
+          depths.push(depth + 1)
+        }
+      }
+      continue
+    }
+    const record = value as Record<string, unknown>
+    const keys = Object.keys(record)
+    if (keys.length > maxKeys) return false
+    for (const key of keys) {
+      const item = record[key]
+      if (key === '__proto__' || (key === 'constructor' && hasOwnPrototype(item))) return false
+      if (typeof item === 'object' && item !== null) {
+        values.push(item)
+        depths.push(depth + 1)
+      }
+    }
+  }
+  return true
 }
 
 const QUOTE = 0x22
@@ -196,53 +273,188 @@ const CLOSE_OBJECT = 0x7d
 const OPEN_ARRAY = 0x5b
 const CLOSE_ARRAY = 0x5d
 
+/** Values parsed between two checkpoints. */
+export const VALUES_PER_CHECKPOINT = 1024
+
+interface Frame {
+  value: Record<string, unknown> | unknown[]
+  isArray: boolean
+  /** Objects: the key whose value is being read. */
+  key: string
+  keys: number
+}
+
+const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
+// JSON forbids them unescaped inside strings.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f]/
+
 /**
- * One pass over the JSON text, with no recursion and nothing built: JSON.parse itself copes with any
- * depth, but a 10 MB body of `[` builds 5 million arrays (hundreds of MB, seconds of CPU) first.
- * Invalid JSON is not reported here; JSON.parse does that next.
+ * JSON.parse is one synchronous call: 600 000 keys or a million small objects in 10 MB took a quarter
+ * of a second of it (measured with bench/loop-stall.ts). This parser builds the same value in one
+ * pass, with no recursion, checking the limits as it goes (nothing past a limit is built) and yielding
+ * at a checkpoint every {@link VALUES_PER_CHECKPOINT} values. Strings and numbers are still decoded
+ * natively (JSON.parse of the string's text, Number of the number's).
  */
-export function scanJson(text: string, maxDepth: number): JsonScan {
-  // For each open container: the index of the element being read (arrays), or where the current
-  // key's string starts in the text (objects; -1 before the first key).
-  const position: number[] = []
-  const isObject: boolean[] = []
-  let expectKey = false
-  let suspectKeys = false
-  const n = text.length
-  for (let i = 0; i < n; i++) {
+export function* parseJsonSteps(text: string, limits: JsonLimits): Sliced<unknown> {
+  const { maxDepth } = limits
+  const maxKeys = limits.maxKeys ?? MAX_OBJECT_KEYS
+  const maxContainers = limits.maxContainers ?? MAX_CONTAINERS
+  const maxItems = limits.maxItems ?? MAX_ARRAY_ITEMS
+  let containers = 0
+  // A UTF-8 byte order mark is not JSON, but clients send it.
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1)
+  if (text.length === 0) {
+    throw invalidRequest('invalid_json', 'request body is empty but content-type is application/json')
+  }
+  const stack: Frame[] = []
+  const path = (): (string | number)[] =>
+    stack.map((f) => (f.isArray ? (f.value as unknown[]).length : f.key))
+  let units = 0
+  let i = skipSpace(text, 0)
+
+  /** Reads `"key":` at i into the frame; returns the index of its value. */
+  const readKey = (frame: Frame, at: number): number => {
+    if (text.charCodeAt(at) !== QUOTE) throw invalidJson()
+    const end = endOfString(text, at)
+    frame.key = decodeString(text, at, end)
+    if (frame.key === '__proto__') throw poisoned(path())
+    if (++frame.keys > maxKeys) {
+      const where = formatDeepPath(path().slice(0, -1))
+      throw invalidRequest('invalid_value', `${where ?? 'the body'} has more than ${maxKeys} keys`, where)
+    }
+    const colon = skipSpace(text, end + 1)
+    if (text.charCodeAt(colon) !== COLON) throw invalidJson()
+    return skipSpace(text, colon + 1)
+  }
+
+  for (;;) {
+    if (++units >= VALUES_PER_CHECKPOINT) {
+      units = 0
+      yield
+    }
+    // A value starts at i: open a container (and go on to its first member), or read a leaf.
+    let value: unknown
     const c = text.charCodeAt(i)
-    if (c === QUOTE) {
+    if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+      if (stack.length >= maxDepth) {
+        const where = formatDeepPath(path())
+        throw invalidRequest(
+          'too_deep',
+          `request body nests objects and arrays deeper than ${maxDepth} levels${where === null ? '' : ` at ${where}`}`,
+          where,
+        )
+      }
+      if (++containers > maxContainers) {
+        // Named by the top-level field it is in: the deep place of the last one says little.
+        const where = formatDeepPath(path().slice(0, 1))
+        throw invalidRequest(
+          'invalid_value',
+          `request body holds more than ${maxContainers} objects and arrays${where === null ? '' : ` (past it in ${where})`}`,
+          where,
+        )
+      }
+      const isArray = c === OPEN_ARRAY
+      const frame: Frame = { value: isArray ? [] : {}, isArray, key: '', keys: 0 }
+      i = skipSpace(text, i + 1)
+      if (text.charCodeAt(i) !== (isArray ? CLOSE_ARRAY : CLOSE_OBJECT)) {
+        stack.push(frame)
+        if (!isArray) i = readKey(frame, i)
+        continue
+      }
+      i++
+      value = frame.value
+    } else if (c === QUOTE) {
       const end = endOfString(text, i)
-      if (expectKey) {
-        position[position.length - 1] = i
-        expectKey = false
-        const key = decodeKey(text, i, end)
-        if (key === '__proto__' || key === 'constructor') suspectKeys = true
+      value = decodeString(text, i, end)
+      i = end + 1
+    } else {
+      NUMBER.lastIndex = i
+      const number = NUMBER.exec(text)
+      if (number !== null) {
+        value = Number(number[0])
+        i += number[0].length
+      } else if (text.startsWith('true', i)) {
+        value = true
+        i += 4
+      } else if (text.startsWith('false', i)) {
+        value = false
+        i += 5
+      } else if (text.startsWith('null', i)) {
+        value = null
+        i += 4
+      } else throw invalidJson()
+    }
+    // Hand the value to its container; close each container that ends here.
+    for (;;) {
+      const top = stack.at(-1)
+      if (top === undefined) {
+        if (skipSpace(text, i) !== text.length) throw invalidJson()
+        return value
       }
-      i = end
-    } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
-      if (position.length >= maxDepth) {
-        return { tooDeep: position.map((p, d) => (isObject[d] ? decodeKey(text, p) : p)), suspectKeys }
+      if (top.isArray) (top.value as unknown[]).push(value)
+      else {
+        if (top.key === 'constructor' && hasOwnPrototype(value)) throw poisoned(path())
+        ;(top.value as Record<string, unknown>)[top.key] = value
       }
-      const object = c === OPEN_OBJECT
-      isObject.push(object)
-      position.push(object ? -1 : 0)
-      expectKey = object
-    } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
-      isObject.pop()
-      position.pop()
-      expectKey = false
-    } else if (c === COMMA) {
-      const top = position.length - 1
-      if (top >= 0) {
-        if (isObject[top]) expectKey = true
-        else position[top]!++
+      i = skipSpace(text, i)
+      const next = text.charCodeAt(i)
+      if (next === COMMA) {
+        i = skipSpace(text, i + 1)
+        if (!top.isArray) i = readKey(top, i)
+        else if ((top.value as unknown[]).length >= maxItems) {
+          const where = formatDeepPath(path().slice(0, -1))
+          throw invalidRequest(
+            'invalid_value',
+            `${where ?? 'the body'} has more than ${maxItems} items`,
+            where,
+          )
+        }
+        break
       }
-    } else if (c === COLON) {
-      expectKey = false
+      if (next !== (top.isArray ? CLOSE_ARRAY : CLOSE_OBJECT)) throw invalidJson()
+      i++
+      stack.pop()
+      value = top.value
     }
   }
-  return { tooDeep: null, suspectKeys }
+}
+
+function invalidJson(): GatewayError {
+  return invalidRequest('invalid_json', 'request body is not valid JSON')
+}
+
+function poisoned(segments: (string | number)[]): GatewayError {
+  const where = formatDeepPath(segments)
+  const key = segments.at(-1)
+  return invalidRequest('invalid_value', `${where}: the key "${key}" is not accepted`, where)
+}
+
+function hasOwnPrototype(value: unknown): boolean {
+  return (
+    typeof value === 'object' && value !== null && Object.prototype.hasOwnProperty.call(value, 'prototype')
+  )
+}
+
+/** Index of the first character at or after i that is not JSON whitespace. */
+function skipSpace(text: string, i: number): number {
+  for (;;) {
+    const c = text.charCodeAt(i)
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return i
+    i++
+  }
+}
+
+/** The string whose quotes are at `start` and `end`; natively decoded when it has escapes. */
+function decodeString(text: string, start: number, end: number): string {
+  if (end >= text.length) throw invalidJson()
+  const raw = text.slice(start + 1, end)
+  if (!raw.includes('\\') && !CONTROL.test(raw)) return raw
+  try {
+    return JSON.parse(text.slice(start, end + 1)) as string
+  } catch {
+    throw invalidJson()
+  }
 }
 
 /** Index of the quote closing the string that opens at `start`, or the text's length. */
@@ -258,18 +470,6 @@ function endOfString(text: string, start: number): number {
   }
 }
 
-/** The key whose string starts at `start` (ends at `end`, found if not given), escapes decoded. */
-function decodeKey(text: string, start: number, end = endOfString(text, start)): string {
-  if (start < 0) return ''
-  const raw = text.slice(start + 1, end)
-  if (!raw.includes('\\')) return raw
-  try {
-    return JSON.parse(`"${raw}"`) as string
-  } catch {
-    return raw
-  }
-}
-
 const MAX_PATH_SEGMENTS = 8
 const MAX_KEY_LENGTH = 40
 
@@ -281,37 +481,4 @@ export function formatDeepPath(segments: readonly (string | number)[]): string |
   const path = formatPath(kept)
   if (segments.length <= MAX_PATH_SEGMENTS) return path
   return path === null ? '…' : `${path}.…`
-}
-
-interface Node {
-  value: unknown
-  key: string | number | null
-  parent: Node | null
-}
-
-/** Where a parsed value has a `__proto__` key or a `constructor` with a `prototype`: a 400 naming it. */
-function refusePoisonedKeys(root: unknown): void {
-  const own = (o: object, key: string): boolean => Object.prototype.hasOwnProperty.call(o, key)
-  const stack: Node[] = [{ value: root, key: null, parent: null }]
-  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
-    const value = node.value
-    if (typeof value !== 'object' || value === null) continue
-    if (Array.isArray(value)) {
-      value.forEach((v, i) => stack.push({ value: v, key: i, parent: node }))
-      continue
-    }
-    const ctor: unknown = own(value, 'constructor') ? (value as Record<string, unknown>).constructor : null
-    const poisoned = own(value, '__proto__')
-      ? '__proto__'
-      : typeof ctor === 'object' && ctor !== null && own(ctor, 'prototype')
-        ? 'constructor'
-        : null
-    if (poisoned !== null) {
-      const path: (string | number)[] = [poisoned]
-      for (let n: Node | null = node; n !== null && n.key !== null; n = n.parent) path.unshift(n.key)
-      const where = formatDeepPath(path)
-      throw invalidRequest('invalid_value', `${where}: the key "${poisoned}" is not accepted`, where)
-    }
-    for (const [k, v] of Object.entries(value)) stack.push({ value: v, key: k, parent: node })
-  }
 }

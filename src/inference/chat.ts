@@ -1,8 +1,8 @@
 import {
   countTokens as defaultCount,
   createTokenMeter,
-  promptText,
-  promptTokenBound,
+  promptTextInTurns,
+  promptTokenBoundInTurns,
   type TokenCounter,
 } from '../billing/tokens.ts'
 import type { MeteringStats } from '../billing/metering.ts'
@@ -93,7 +93,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     maxInlineBytes: deps.config.files.maxInlineBytesPerRequest,
   })
   // Counted on the resolved request, so inlined file content is inside the bound.
-  const promptBound = promptTokenBound(resolved)
+  const promptBound = await promptTokenBoundInTurns(resolved)
   const clientLimit = req.max_completion_tokens ?? req.max_tokens
   const outputBound = clientLimit ?? model.maxOutputTokens ?? deps.config.limits.defaultMaxOutputTokens
   const generation = await beginGeneration(deps, {
@@ -116,7 +116,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     clientLimit === undefined || clientLimit === null
       ? { ...resolved, max_completion_tokens: outputBound }
       : resolved
-  const promptTokens = () => count(promptText(req))
+  const promptTokens = async () => count(await promptTextInTurns(req))
 
   const attempt = attemptContext(deps, generation, signal, log, promptTokens, input.traceparent)
   if (!req.stream) {

@@ -373,7 +373,7 @@ const nSchema = z
 export const chatRequestSchema = z
   .looseObject({
     model: modelSlugSchema,
-    messages: z.array(messageSchema).min(1).max(10_000),
+    messages: z.array(messageSchema).min(1),
     max_completion_tokens: maxTokensSchema,
     /** Legacy alias of max_completion_tokens. */
     max_tokens: maxTokensSchema,
@@ -388,6 +388,8 @@ export const chatRequestSchema = z
       .optional(),
     logprobs: z.boolean().nullable().optional(),
     top_logprobs: z.number().int().min(0).max(20).optional(),
+    /** An integer in the safe range (zod's int): `1e309` parses to Infinity and is refused, not forwarded as null. */
+    seed: z.number().int().nullable().optional(),
     tools: z.array(toolSchema).optional(),
     tool_choice: toolChoiceSchema.optional(),
     parallel_tool_calls: z.boolean().optional(),
@@ -422,7 +424,81 @@ export const chatRequestSchema = z
     }
   })
 
+/**
+ * How many of each repeated thing one chat request may hold (README, Limits). Far above real use
+ * (OpenAI documents 128 tools and 16 metadata pairs), they bound the work one request costs: zod
+ * checks an array's length only after every item, so these are checked first, by length alone.
+ * Objects of more than 10 000 keys anywhere were refused when the body was parsed (http/json-body.ts).
+ */
+export const CHAT_LIMITS = {
+  messages: 10_000,
+  /** Content parts of all messages together. */
+  contentParts: 10_000,
+  /** Tool calls of all assistant messages together. */
+  toolCalls: 10_000,
+  /** reasoning_details items of all messages together. */
+  reasoningDetails: 10_000,
+  tools: 1_024,
+  /** Tools listed by an allowed_tools tool choice. */
+  allowedTools: 1_024,
+  logitBias: 1_024,
+  stop: 4,
+  /** provider.routing.providers and model_routing_config.available_models. */
+  routingModels: 256,
+} as const
+
+/** 400 `invalid_value` naming the first field past its CHAT_LIMITS entry; looks at lengths only. */
+export function checkChatSizes(body: Record<string, unknown>): void {
+  const L = CHAT_LIMITS
+  const over = (value: unknown, max: number): boolean => Array.isArray(value) && value.length > max
+  const refuse = (param: string, message: string): never => {
+    throw invalidRequest('invalid_value', message, param)
+  }
+  const { messages, tools, logit_bias, tool_choice, stop, provider, model_routing_config } = body
+  if (over(messages, L.messages)) refuse('messages', `messages holds at most ${L.messages} items`)
+  if (Array.isArray(messages)) {
+    const totals = { content: 0, tool_calls: 0, reasoning_details: 0 }
+    const caps = { content: L.contentParts, tool_calls: L.toolCalls, reasoning_details: L.reasoningDetails }
+    const what = {
+      content: 'content parts',
+      tool_calls: 'tool calls',
+      reasoning_details: 'reasoning_details items',
+    }
+    for (let i = 0; i < messages.length; i++) {
+      const m: unknown = messages[i]
+      if (!isPlainObject(m)) continue
+      for (const field of ['content', 'tool_calls', 'reasoning_details'] as const) {
+        const items = m[field]
+        if (!Array.isArray(items)) continue
+        totals[field] += items.length
+        if (totals[field] > caps[field]) {
+          refuse(`messages[${i}].${field}`, `the messages hold at most ${caps[field]} ${what[field]} in all`)
+        }
+      }
+    }
+  }
+  if (over(tools, L.tools)) refuse('tools', `tools holds at most ${L.tools} tools`)
+  if (isPlainObject(tool_choice) && isPlainObject(tool_choice.allowed_tools)) {
+    if (over(tool_choice.allowed_tools.tools, L.allowedTools)) {
+      refuse('tool_choice.allowed_tools.tools', `allowed_tools holds at most ${L.allowedTools} tools`)
+    }
+  }
+  if (isPlainObject(logit_bias) && Object.keys(logit_bias).length > L.logitBias) {
+    refuse('logit_bias', `logit_bias holds at most ${L.logitBias} token ids`)
+  }
+  if (over(stop, L.stop)) refuse('stop', `stop holds at most ${L.stop} strings`)
+  if (isPlainObject(provider) && isPlainObject(provider.routing)) {
+    if (over(provider.routing.providers, L.routingModels)) {
+      refuse('provider.routing.providers', `providers holds at most ${L.routingModels} items`)
+    }
+  }
+  if (isPlainObject(model_routing_config) && over(model_routing_config.available_models, L.routingModels)) {
+    refuse('model_routing_config.available_models', `available_models holds at most ${L.routingModels} items`)
+  }
+}
+
 export function parseChatRequest(body: unknown): ChatRequest {
+  if (isPlainObject(body)) checkChatSizes(body)
   return parseRequestBody(chatRequestSchema, body)
 }
 

@@ -1,5 +1,6 @@
 import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
-import { mockChatChunks, mockChatCompletion, mockEmbeddings } from './reply.ts'
+import { finishInTurns } from '../../turns.ts'
+import { mockChatChunks, mockChatCompletion, mockEmbeddingsSteps, mockReply } from './reply.ts'
 
 export interface MockAdapterOptions {
   /** Epoch milliseconds; `created` is derived from it. */
@@ -48,7 +49,8 @@ export function createMockAdapter(options: MockAdapterOptions = {}): ProviderAda
   async function* chatStream(req: ChatRequest, call: UpstreamCall): AsyncGenerator<ChatChunk[]> {
     const { latencyMs } = call.upstream
     await delay(latencyMs, call.signal)
-    const chunks = mockChatChunks(req, call.upstreamModel, now())
+    const reply = await finishInTurns(mockReply(req, call.upstreamModel))
+    const chunks = mockChatChunks(req, call.upstreamModel, now(), reply)
     for (const [i, chunk] of chunks.entries()) {
       if (i > 0) await delay(latencyMs / 10, call.signal)
       yield [chunk]
@@ -58,12 +60,13 @@ export function createMockAdapter(options: MockAdapterOptions = {}): ProviderAda
   return {
     async chat(req, call) {
       await delay(call.upstream.latencyMs, call.signal)
-      return mockChatCompletion(req, call.upstreamModel, now())
+      const reply = await finishInTurns(mockReply(req, call.upstreamModel))
+      return mockChatCompletion(req, call.upstreamModel, now(), reply)
     },
     chatStream,
     async embed(req, call) {
       await delay(call.upstream.latencyMs, call.signal)
-      return mockEmbeddings(req, call.upstreamModel)
+      return finishInTurns(mockEmbeddingsSteps(req, call.upstreamModel))
     },
   }
 }

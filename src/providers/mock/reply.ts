@@ -1,5 +1,6 @@
-import { createHash } from 'node:crypto'
+import { createHash, type Hash } from 'node:crypto'
 import { GatewayError } from '../../errors.ts'
+import { finishNow, type Sliced } from '../../turns.ts'
 import { allowedToolName } from '../shared/request.ts'
 import { sampleFromSchema } from './schema-instance.ts'
 import type {
@@ -45,13 +46,75 @@ export function countTokens(text: string): number {
   return text.match(TOKEN)?.length ?? 0
 }
 
+/** Text counted between two checkpoints by {@link countTokensSteps}. */
+export const COUNT_WINDOW = 64 * 1024
+
+const WORD_CHAR = /[\p{L}\p{M}\p{N}_]/u
+
+function isWordAt(text: string, i: number): boolean {
+  const cp = text.codePointAt(i)
+  return cp !== undefined && WORD_CHAR.test(String.fromCodePoint(cp))
+}
+
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff
+}
+
+/**
+ * {@link countTokens}, a window of `window` characters at a time with a checkpoint after each: a regular
+ * expression over 9.9 MB of text held the event loop for most of a second. A word cut in two by a
+ * window's end is counted once; a surrogate pair is never cut.
+ */
+export function* countTokensSteps(text: string, window = COUNT_WINDOW): Sliced<number> {
+  let total = 0
+  let start = 0
+  while (text.length - start > window) {
+    let end = start + window
+    if (isLowSurrogate(text.charCodeAt(end))) end++
+    total += countTokens(text.slice(start, end))
+    const before = isLowSurrogate(text.charCodeAt(end - 1)) ? end - 2 : end - 1
+    if (isWordAt(text, before) && isWordAt(text, end)) total--
+    start = end
+    yield
+  }
+  return total + countTokens(text.slice(start))
+}
+
 /** End offsets (exclusive) of each token of `text`, in order. */
 function tokenEnds(text: string): number[] {
   return Array.from(text.matchAll(TOKEN), (m) => m.index + m[0].length)
 }
 
-function hexDigest(value: unknown, length: number): string {
-  return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, length)
+/** Characters of a value's JSON hashed between two checkpoints. */
+const HASH_WINDOW = 1024 * 1024
+
+/** Adds `text` to the hash a window at a time (SHA-256 of 10 MB is tens of milliseconds). */
+function* hashSteps(hash: Hash, text: string): Sliced<void> {
+  for (let i = 0; i < text.length; i += HASH_WINDOW) {
+    hash.update(text.slice(i, i + HASH_WINDOW))
+    yield
+  }
+  // A separator, so that ["ab","c"] and ["a","bc"] differ.
+  hash.update('\u0000')
+}
+
+/** Strings longer than this are hashed apart from the JSON of the value holding them. */
+const LONG_STRING = 4096
+
+/**
+ * Adds a message or tool to the hash without serializing a long string of it in one go (JSON.stringify
+ * of a 9.9 MB message was 35 ms): long strings are left out of its JSON, each as a numbered marker,
+ * and hashed after it, a window at a time.
+ */
+function* hashValueSteps(hash: Hash, value: unknown): Sliced<void> {
+  const long: string[] = []
+  const json = JSON.stringify(value, (_key, v: unknown) => {
+    if (typeof v !== 'string' || v.length <= LONG_STRING) return v
+    long.push(v)
+    return { longString: long.length }
+  })
+  yield* hashSteps(hash, json)
+  for (const text of long) yield* hashSteps(hash, text)
 }
 
 function messageText(message: ChatMessage): string {
@@ -64,22 +127,46 @@ function messageText(message: ChatMessage): string {
 }
 
 /** Prompt tokens: the text of every message plus the name and arguments of each tool call it carries. */
-function countPromptTokens(messages: ChatMessage[]): number {
+function* countPromptTokens(messages: ChatMessage[]): Sliced<number> {
   let total = 0
   for (const message of messages) {
-    total += countTokens(messageText(message))
+    total += yield* countTokensSteps(messageText(message))
     for (const call of message.role === 'assistant' ? (message.tool_calls ?? []) : []) {
-      total += countTokens(call.function.name) + countTokens(call.function.arguments)
+      total += countTokens(call.function.name) + (yield* countTokensSteps(call.function.arguments))
     }
+    // 10 000 messages of 1 KB are 10 MB to count too.
+    yield
   }
   return total
 }
 
+// Whitespace runs, or one other code point: the quote needs only its first QUOTED_CHARS of these.
+const QUOTE_PIECE = /\s+|[^\s]/gu
+
+/**
+ * The first QUOTED_CHARS code points of the last user message with whitespace runs made one space and
+ * the ends trimmed: read from the start, never the whole message.
+ */
 function defaultReplyText(messages: ChatMessage[]): string {
   const lastUser = messages.findLast((m) => m.role === 'user')
-  const text = lastUser === undefined ? '' : messageText(lastUser).replace(/\s+/g, ' ').trim()
-  // Slice by code points so a surrogate pair is never split.
-  const quoted = Array.from(text).slice(0, QUOTED_CHARS).join('')
+  const text = lastUser === undefined ? '' : messageText(lastUser)
+  let quoted = ''
+  let count = 0
+  let space = false
+  QUOTE_PIECE.lastIndex = 0
+  for (let m = QUOTE_PIECE.exec(text); m !== null && count < QUOTED_CHARS; m = QUOTE_PIECE.exec(text)) {
+    if (/\s/u.test(m[0])) {
+      space = count > 0
+      continue
+    }
+    if (space) {
+      quoted += ' '
+      space = false
+      if (++count === QUOTED_CHARS) break
+    }
+    quoted += m[0]
+    count++
+  }
   return `Mock reply to "${quoted}": ${MOCK_REPLY_TAIL}`
 }
 
@@ -190,7 +277,8 @@ function jsonReplyText(req: ChatRequest): string | undefined {
   return undefined
 }
 
-interface MockReply {
+/** What a mock answer says, blocking or streamed; computed once by {@link mockReply}. */
+export interface MockReply {
   id: string
   content: string | null
   toolCall: ToolCall | undefined
@@ -198,28 +286,31 @@ interface MockReply {
   usage: Usage
 }
 
-function buildReply(req: ChatRequest, model: string): MockReply {
+/**
+ * The answer to `req`, as sliced work: hashing and counting a 10 MB prompt yield at checkpoints (the
+ * adapter runs it in turns). Throws GatewayError 400 (param `tool_choice`) when a named function
+ * choice names a function that is not in `tools`.
+ */
+export function* mockReply(req: ChatRequest, model: string): Sliced<MockReply> {
   // Hash only what shapes the answer, so the blocking and the streamed request get the same id.
-  const seed = {
-    model,
-    messages: req.messages,
-    tools: req.tools,
-    tool_choice: req.tool_choice,
-    stop: req.stop,
-    max: maxTokens(req),
-    response_format: req.response_format,
-  }
-  const id = `mockcmpl-${hexDigest(seed, 24)}`
-  const promptTokens = countPromptTokens(req.messages)
+  const hash = createHash('sha256')
+  yield* hashSteps(
+    hash,
+    JSON.stringify([model, req.tool_choice, req.stop, maxTokens(req), req.response_format]),
+  )
+  for (const value of [...req.messages, ...(req.tools ?? [])]) yield* hashValueSteps(hash, value)
+  const digest = hash.digest('hex')
+  const id = `mockcmpl-${digest.slice(0, 24)}`
+  const promptTokens = yield* countPromptTokens(req.messages)
   const tool = forcedTool(req) ?? namedTool(req)
   if (tool !== undefined) {
     const args = JSON.stringify(sampleFromSchema(tool.function.parameters ?? { type: 'object' }) ?? {})
     const toolCall: ToolCall = {
-      id: `call_${hexDigest({ seed, tool: tool.function.name }, 24)}`,
+      id: `call_${createHash('sha256').update(`${digest}\u0000${tool.function.name}`).digest('hex').slice(0, 24)}`,
       type: 'function',
       function: { name: tool.function.name, arguments: args },
     }
-    const completionTokens = countTokens(tool.function.name) + countTokens(args)
+    const completionTokens = countTokens(tool.function.name) + (yield* countTokensSteps(args))
     return { id, content: null, toolCall, finish: 'tool_calls', usage: usage(promptTokens, completionTokens) }
   }
   const { content, finish } = limitText(jsonReplyText(req) ?? defaultReplyText(req.messages), req)
@@ -247,11 +338,15 @@ function toCreated(now: number): number {
 }
 
 /**
- * The blocking answer. Throws GatewayError 400 (param `tool_choice`) when a named function choice
- * names a function that is not in `tools`.
+ * The blocking answer; `reply` is computed at once when not given. Throws GatewayError 400 (param
+ * `tool_choice`) when a named function choice names a function that is not in `tools`.
  */
-export function mockChatCompletion(req: ChatRequest, model: string, now: number): ChatCompletion {
-  const reply = buildReply(req, model)
+export function mockChatCompletion(
+  req: ChatRequest,
+  model: string,
+  now: number,
+  reply: MockReply = finishNow(mockReply(req, model)),
+): ChatCompletion {
   return {
     id: reply.id,
     object: 'chat.completion',
@@ -304,8 +399,12 @@ function splitArguments(args: string): string[] {
  * `choices: []`. Text content deltas concatenate to the blocking content; for a tool call the role
  * chunk carries `content: null`, as OpenAI's does.
  */
-export function mockChatChunks(req: ChatRequest, model: string, now: number): ChatChunk[] {
-  const reply = buildReply(req, model)
+export function mockChatChunks(
+  req: ChatRequest,
+  model: string,
+  now: number,
+  reply: MockReply = finishNow(mockReply(req, model)),
+): ChatChunk[] {
   const created = toCreated(now)
   const chunk = (
     delta: ChatChunk['choices'][number]['delta'],
@@ -412,6 +511,11 @@ export function toBase64Floats(vector: number[]): string {
  * MAX_EMBEDDING_NUMBERS (param `dimensions`, or `input` when the client left dimensions out).
  */
 export function mockEmbeddings(req: EmbeddingsRequest, model: string): EmbeddingsResponse {
+  return finishNow(mockEmbeddingsSteps(req, model))
+}
+
+/** {@link mockEmbeddings} as sliced work: 2 048 inputs of 4.8 KB held the loop for a second at once. */
+export function* mockEmbeddingsSteps(req: EmbeddingsRequest, model: string): Sliced<EmbeddingsResponse> {
   const dimensions = embeddingDimensions(req.dimensions)
   const inputs = embeddingInputs(req.input)
   if (inputs.length * dimensions > MAX_EMBEDDING_NUMBERS) {
@@ -422,18 +526,17 @@ export function mockEmbeddings(req: EmbeddingsRequest, model: string): Embedding
       { param: req.dimensions === undefined ? 'input' : 'dimensions' },
     )
   }
-  const tokens = inputs.reduce((sum, text) => sum + countTokens(text), 0)
-  return {
-    object: 'list',
-    data: inputs.map((text, index) => {
-      const vector = mockVector(text, dimensions)
-      return {
-        object: 'embedding',
-        index,
-        embedding: req.encoding_format === 'base64' ? toBase64Floats(vector) : vector,
-      }
-    }),
-    model,
-    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  let tokens = 0
+  const data: EmbeddingsResponse['data'] = []
+  for (const [index, text] of inputs.entries()) {
+    tokens += yield* countTokensSteps(text)
+    const vector = mockVector(text, dimensions)
+    data.push({
+      object: 'embedding',
+      index,
+      embedding: req.encoding_format === 'base64' ? toBase64Floats(vector) : vector,
+    })
+    yield
   }
+  return { object: 'list', data, model, usage: { prompt_tokens: tokens, total_tokens: tokens } }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
-import { isKnownContentPart, parseChatRequest } from '../../../src/schemas/chat.ts'
+import { CHAT_LIMITS, isKnownContentPart, parseChatRequest } from '../../../src/schemas/chat.ts'
 
 const user = { role: 'user', content: 'Hello' }
 const minimal = { model: 'openai/gpt-4o-mini', messages: [user] }
@@ -207,6 +207,11 @@ describe('parseChatRequest: rejected requests', () => {
       'invalid_value',
     ],
     ['max_tokens -1', withFields({ max_tokens: -1 }), 'max_tokens', 'invalid_value'],
+    // JSON.parse turns 1e309 into Infinity.
+    ['seed 1e309', withFields({ seed: JSON.parse('1e309') }), 'seed', 'invalid_value'],
+    ['seed past the safe integers', withFields({ seed: 2 ** 53 }), 'seed', 'invalid_value'],
+    ['seed 1.5', withFields({ seed: 1.5 }), 'seed', 'invalid_value'],
+    ['a string seed', withFields({ seed: '42' }), 'seed', 'invalid_value'],
     ['five stop strings', withFields({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'stop', 'invalid_value'],
     ['a numeric stop', withFields({ stop: 5 }), 'stop', 'invalid_value'],
     // logprobs and logit_bias
@@ -711,5 +716,86 @@ describe('isKnownContentPart', () => {
     const content = parsed.messages[0]!.content
     if (!Array.isArray(content)) throw new Error('expected parts')
     expect(content.map(isKnownContentPart)).toEqual([true, true, true, true, true, false])
+  })
+})
+
+describe('parseChatRequest: size limits', () => {
+  const L = CHAT_LIMITS
+  const call = (i: number) => ({ id: `c${i}`, type: 'function', function: { name: 'f', arguments: '{}' } })
+  const tool = (i: number) => ({ type: 'function', function: { name: `f${i}` } })
+  const calls = (n: number) => ({
+    role: 'assistant',
+    tool_calls: Array.from({ length: n }, (_, i) => call(i)),
+  })
+  const parts = (n: number) => ({ role: 'user', content: Array(n).fill({ type: 'text', text: 'a' }) })
+  const details = (n: number) => ({
+    role: 'assistant',
+    content: 'a',
+    reasoning_details: Array(n).fill({ type: 't' }),
+  })
+  const ids = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [String(i), 1]))
+  const allowed = (n: number) => ({
+    type: 'allowed_tools',
+    allowed_tools: { mode: 'auto', tools: Array(n).fill({ type: 'function', function: { name: 'f0' } }) },
+  })
+  const routing = (n: number) => ({ routing: { type: 'priority', providers: Array(n).fill('openai') } })
+  const available = (n: number) => ({ available_models: Array(n).fill('openai/gpt-4o') })
+
+  // Each: the largest accepted request, and one item more (the param the 400 names).
+  it.each<[string, (n: number) => Record<string, unknown>, number, string]>([
+    ['messages', (n) => withMessages(...Array(n).fill(user)), L.messages, 'messages'],
+    ['content parts in one message', (n) => withMessages(parts(n)), L.contentParts, 'messages[0].content'],
+    [
+      'content parts across messages',
+      (n) => withMessages(parts(n - 1), user, parts(1)),
+      L.contentParts,
+      'messages[2].content',
+    ],
+    ['tool calls', (n) => withMessages(user, calls(n)), L.toolCalls, 'messages[1].tool_calls'],
+    [
+      'tool calls across messages',
+      (n) => withMessages(user, calls(n - 2), calls(2)),
+      L.toolCalls,
+      'messages[2].tool_calls',
+    ],
+    [
+      'reasoning_details',
+      (n) => withMessages(user, details(n)),
+      L.reasoningDetails,
+      'messages[1].reasoning_details',
+    ],
+    ['tools', (n) => withFields({ tools: Array.from({ length: n }, (_, i) => tool(i)) }), L.tools, 'tools'],
+    [
+      'allowed tools',
+      (n) => withFields({ tools: [tool(0)], tool_choice: allowed(n) }),
+      L.allowedTools,
+      'tool_choice.allowed_tools.tools',
+    ],
+    ['logit_bias token ids', (n) => withFields({ logit_bias: ids(n) }), L.logitBias, 'logit_bias'],
+    ['stop strings', (n) => withFields({ stop: Array(n).fill('x') }), L.stop, 'stop'],
+    [
+      'routing providers',
+      (n) => withFields({ provider: routing(n) }),
+      L.routingModels,
+      'provider.routing.providers',
+    ],
+    [
+      'available models',
+      (n) => withFields({ model_routing_config: available(n) }),
+      L.routingModels,
+      'model_routing_config.available_models',
+    ],
+  ])('%s: takes the limit, refuses one more naming the field', (_, body, limit, param) => {
+    expect(() => parseChatRequest(body(limit))).not.toThrow()
+    const e = rejection(body(limit + 1))
+    expect(e).toMatchObject({ status: 400, code: 'invalid_value', param })
+    expect(e.message).toContain(String(limit))
+  })
+
+  it('refuses by length before checking a single item', () => {
+    // Items of no valid shape: a schema that looked at them first would report messages[0].
+    const e = rejection(withFields({ messages: Array(L.messages + 1).fill(42) }))
+    expect(e.param).toBe('messages')
+    expect(rejection(withFields({ tools: Array(L.tools + 1).fill(null) })).param).toBe('tools')
   })
 })

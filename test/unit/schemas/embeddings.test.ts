@@ -42,6 +42,7 @@ describe('parseEmbeddingsRequest: valid requests', () => {
     ['a token array', [1, 2, 3]],
     ['a token array longer than 2048 tokens', Array(3000).fill(7)],
     ['token arrays', [[1, 2], [3]]],
+    ['300 000 tokens, the most in all', [Array(299_999).fill(1), [0]]],
   ])('accepts %s as input', (_, input) => {
     const body = withFields({ input })
     expect(parseEmbeddingsRequest(body)).toEqual(body)
@@ -67,9 +68,24 @@ describe('parseEmbeddingsRequest: rejected requests', () => {
     ['2049 token arrays', withFields({ input: Array(2049).fill([1]) }), 'input', 'invalid_value'],
     // When one branch of the input union fails only on an item, zod reports that item.
     ['an empty string among the inputs', withFields({ input: ['a', ''] }), 'input[1]', 'invalid_value'],
-    ['mixed strings and numbers', withFields({ input: ['a', 1] }), 'input', 'invalid_value'],
+    ['mixed strings and numbers', withFields({ input: ['a', 1] }), 'input[1]', 'invalid_value'],
+    ['mixed numbers and strings', withFields({ input: [1, 'a'] }), 'input[1]', 'invalid_value'],
     ['a negative token', withFields({ input: [1, -2] }), 'input[1]', 'invalid_value'],
-    ['a fractional token', withFields({ input: [1.5] }), 'input', 'invalid_value'],
+    ['a fractional token', withFields({ input: [1.5] }), 'input[0]', 'invalid_value'],
+    ['a token past the safe integers', withFields({ input: [2 ** 53] }), 'input[0]', 'invalid_value'],
+    [
+      'a bad token in the second array',
+      withFields({ input: [[1], [2, -1]] }),
+      'input[1][1]',
+      'invalid_value',
+    ],
+    ['300 001 tokens', withFields({ input: Array(300_001).fill(1) }), 'input', 'invalid_value'],
+    [
+      '300 001 tokens in arrays',
+      withFields({ input: [Array(300_000).fill(1), [1]] }),
+      'input',
+      'invalid_value',
+    ],
     ['an empty token array', withFields({ input: [[1], []] }), 'input[1]', 'invalid_value'],
     ['a numeric input', withFields({ input: 5 }), 'input', 'invalid_value'],
     ['dimensions 0', withFields({ dimensions: 0 }), 'dimensions', 'invalid_value'],

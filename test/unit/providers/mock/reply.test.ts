@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../../src/errors.ts'
+import { finishNow } from '../../../../src/turns.ts'
 import {
+  COUNT_WINDOW,
   countTokens,
+  countTokensSteps,
+  mockEmbeddingsSteps,
+  mockReply,
   mockChatChunks,
   mockChatCompletion,
   mockEmbeddings,
@@ -538,5 +543,88 @@ describe('a tool the last user message names', () => {
     expect(mockChatCompletion(req, model, now).choices[0]?.message.tool_calls?.[0]?.function.name).toBe(
       'search',
     )
+  })
+})
+
+describe('sliced work', () => {
+  const pieces = [
+    'word',
+    ' ',
+    'é',
+    'e\u0301',
+    '😀',
+    '_x9',
+    ',',
+    '\n\t',
+    'ab😀cd',
+    '  ',
+    '42',
+    '中文',
+    '\ud800',
+  ]
+  /** Deterministic pseudo-random text from the pieces above. */
+  const randomText = (seed: number, length: number): string => {
+    let x = seed
+    let text = ''
+    while (text.length < length) {
+      x = (x * 1103515245 + 12345) % 2 ** 31
+      text += pieces[x % pieces.length]
+    }
+    return text
+  }
+
+  it('countTokensSteps counts as countTokens does, whatever the window', () => {
+    for (let seed = 1; seed <= 200; seed++) {
+      const text = randomText(seed, 50 + (seed % 40))
+      for (const window of [1, 2, 3, 7, 16]) {
+        expect(finishNow(countTokensSteps(text, window)), `seed ${seed}, window ${window}`).toBe(
+          countTokens(text),
+        )
+      }
+    }
+  })
+
+  it('countTokensSteps reaches a checkpoint per window', () => {
+    const work = countTokensSteps('word '.repeat(100_000))
+    let checkpoints = 0
+    for (let step = work.next(); !step.done; step = work.next()) checkpoints++
+    expect(checkpoints).toBe(Math.floor(500_000 / COUNT_WINDOW))
+  })
+
+  it('quotes the start of a huge message as it quoted a short one', () => {
+    const text = `  ${'a\u00a0 b\n'.repeat(10)}${'x'.repeat(2_000_000)}`
+    const req: ChatRequest = { ...hello, messages: [{ role: 'user', content: text }] }
+    const expected = Array.from(text.replace(/\s+/g, ' ').trim()).slice(0, 60).join('')
+    expect(mockChatCompletion(req, model, now).choices[0]?.message.content).toContain(`"${expected}"`)
+    for (let seed = 1; seed <= 100; seed++) {
+      const t = randomText(seed, 130)
+      const short: ChatRequest = { ...hello, messages: [{ role: 'user', content: t }] }
+      const quoted = Array.from(t.replace(/\s+/g, ' ').trim()).slice(0, 60).join('')
+      expect(mockChatCompletion(short, model, now).choices[0]?.message.content).toContain(`"${quoted}": `)
+    }
+  })
+
+  it('a 2 MB prompt is hashed and counted in slices, and gives the blocking and the streamed answer the same id', () => {
+    const req: ChatRequest = { ...hello, messages: [{ role: 'user', content: 'word '.repeat(400_000) }] }
+    const work = mockReply(req, model)
+    let checkpoints = 0
+    let step = work.next()
+    for (; !step.done; step = work.next()) checkpoints++
+    // Two windows of hashing (plus one for the rest), 30 of counting.
+    expect(checkpoints).toBeGreaterThanOrEqual(30)
+    expect(step.value.usage.prompt_tokens).toBe(400_000)
+    expect(mockChatChunks(req, model, now)[0]?.id).toBe(step.value.id)
+    expect(mockChatCompletion(req, model, now).id).toBe(step.value.id)
+  })
+
+  it('embeddings reach a checkpoint per input, and count what countTokens counts', () => {
+    const input = Array.from({ length: 100 }, (_, i) => `text ${i}, `.repeat(10))
+    const work = mockEmbeddingsSteps({ model: 'mock/embed', input }, 'embed')
+    let checkpoints = 0
+    let step = work.next()
+    for (; !step.done; step = work.next()) checkpoints++
+    expect(checkpoints).toBe(100)
+    expect(step.value.usage.prompt_tokens).toBe(input.reduce((n, t) => n + countTokens(t), 0))
+    expect(step.value.data).toHaveLength(100)
   })
 })
