@@ -56,7 +56,8 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
   })
 
   app.post(API, async (request: FastifyRequest, reply: FastifyReply) => {
-    const req = toChatRequest(parseMessagesRequest(request.body), { beta: betaValues(request) })
+    const parsed = parseMessagesRequest(request.body)
+    const req = toChatRequest(parsed, { beta: betaValues(request) })
     const signal = upstreamSignal(reply)
     const started = await startChat(deps, {
       account: request.account,
@@ -71,14 +72,18 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
       traceparent: request.junction.trace?.traceparent,
     })
     reply.headers(started.headers)
-    if (!started.stream) return toAnthropicMessage(started.completion)
+    if (!started.stream) return toAnthropicMessage(started.completion, parsed.stop_sequences)
     reply
       .header('content-type', 'text/event-stream; charset=utf-8')
       .header('cache-control', 'no-cache')
       .header('x-accel-buffering', 'no')
     deps.metrics.openStreams.inc()
     reply.raw.once('close', () => deps.metrics.openStreams.dec())
-    const translate = createEventTranslator({ id: started.generationId, model: req.model })
+    const translate = createEventTranslator({
+      id: started.generationId,
+      model: req.model,
+      stops: parsed.stop_sequences,
+    })
     const body = writeAnthropicSse(started.batches, translate, {
       signal,
       requestId: request.id,

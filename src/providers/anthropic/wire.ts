@@ -212,6 +212,7 @@ const messageStart = z.looseObject({
     // Normally empty and null; a message that arrives whole carries them here.
     content: z.array(anthropicResponseBlockSchema).optional(),
     stop_reason: z.string().nullable().optional(),
+    stop_sequence: z.string().nullable().optional(),
     stop_details: stopDetailsSchema.nullable().optional(),
     usage: eventUsageSchema.optional(),
   }),

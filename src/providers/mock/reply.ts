@@ -92,13 +92,24 @@ function maxTokens(req: ChatRequest): number | undefined {
   return req.max_completion_tokens ?? req.max_tokens ?? undefined
 }
 
-/** Cut at the earliest stop string, then at the token limit; whichever bites first sets the finish reason. */
-function limitText(text: string, req: ChatRequest): { content: string; finish: FinishReason } {
+/**
+ * Cut at the earliest stop string, then at the token limit; whichever bites first sets the finish
+ * reason. `stop` is the stop string that cut the text (reported as the choice's `stop_reason`, as
+ * vLLM does), undefined when none did or the token limit cut it shorter.
+ */
+function limitText(
+  text: string,
+  req: ChatRequest,
+): { content: string; finish: FinishReason; stop: string | undefined } {
   let content = text
-  const cuts = stopStrings(req.stop)
-    .map((s) => content.indexOf(s))
-    .filter((i) => i >= 0)
-  if (cuts.length > 0) content = content.slice(0, Math.min(...cuts))
+  let stop: string | undefined
+  for (const s of stopStrings(req.stop)) {
+    const at = content.indexOf(s)
+    if (at >= 0) {
+      content = content.slice(0, at)
+      stop = s
+    }
+  }
   let finish: FinishReason = 'stop'
   const limit = maxTokens(req)
   if (limit !== undefined) {
@@ -106,9 +117,10 @@ function limitText(text: string, req: ChatRequest): { content: string; finish: F
     if (ends.length > limit) {
       content = limit <= 0 ? '' : content.slice(0, ends[limit - 1])
       finish = 'length'
+      stop = undefined
     }
   }
-  return { content, finish }
+  return { content, finish, stop }
 }
 
 function functionTools(req: ChatRequest): FunctionTool[] {
@@ -195,6 +207,8 @@ interface MockReply {
   content: string | null
   toolCall: ToolCall | undefined
   finish: FinishReason
+  /** The stop string that ended the text, if one did. */
+  stop?: string
   usage: Usage
 }
 
@@ -222,8 +236,8 @@ function buildReply(req: ChatRequest, model: string): MockReply {
     const completionTokens = countTokens(tool.function.name) + countTokens(args)
     return { id, content: null, toolCall, finish: 'tool_calls', usage: usage(promptTokens, completionTokens) }
   }
-  const { content, finish } = limitText(jsonReplyText(req) ?? defaultReplyText(req.messages), req)
-  return { id, content, toolCall: undefined, finish, usage: usage(promptTokens, countTokens(content)) }
+  const { content, finish, stop } = limitText(jsonReplyText(req) ?? defaultReplyText(req.messages), req)
+  return { id, content, toolCall: undefined, finish, stop, usage: usage(promptTokens, countTokens(content)) }
 }
 
 function usage(prompt: number, completion: number): Usage {
@@ -239,6 +253,11 @@ function usage(prompt: number, completion: number): Usage {
       rejected_prediction_tokens: 0,
     },
   }
+}
+
+/** vLLM's `stop_reason` on the choice: the stop string that ended the answer (absent otherwise). */
+function stopReason(reply: MockReply): { stop_reason?: string } {
+  return reply.stop === undefined ? {} : { stop_reason: reply.stop }
 }
 
 /** `now` is epoch milliseconds; `created` is whole seconds. */
@@ -269,6 +288,7 @@ export function mockChatCompletion(req: ChatRequest, model: string, now: number)
         },
         logprobs: null,
         finish_reason: reply.finish,
+        ...stopReason(reply),
       },
     ],
     usage: reply.usage,
@@ -341,7 +361,9 @@ export function mockChatChunks(req: ChatRequest, model: string, now: number): Ch
       chunks.push(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }))
     }
   }
-  chunks.push(chunk({}, reply.finish))
+  const last = chunk({}, reply.finish)
+  Object.assign(last.choices[0]!, stopReason(reply))
+  chunks.push(last)
   chunks.push({ ...chunk({}), choices: [], usage: reply.usage })
   return chunks
 }
