@@ -3,10 +3,11 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { authenticateApiKey } from '../auth.ts'
 import type { Deps } from '../deps.ts'
 import { toAnthropicErrorBody } from '../dialects/anthropic/errors.ts'
-import { toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'
+import { anthropicOnly, toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'
 import { toAnthropicMessage } from '../dialects/anthropic/response.ts'
 import { createEventTranslator, type EventTranslator } from '../dialects/anthropic/stream.ts'
-import { toGatewayError } from '../errors.ts'
+import { invalidRequest, toGatewayError } from '../errors.ts'
+import type { Candidate } from '../routing/router.ts'
 import { startChat } from '../inference/chat.ts'
 import { countPromptTokens } from '../inference/count-tokens.ts'
 import type { Logger } from '../logger.ts'
@@ -70,6 +71,7 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
         request.junction.record = record
       },
       traceparent: request.junction.trace?.traceparent,
+      onRouted: onlyToAnthropic(anthropicOnly(parsed), req.model),
     })
     reply.headers(started.headers)
     if (!started.stream) return toAnthropicMessage(started.completion, parsed.stop_sequences)
@@ -102,6 +104,27 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
     reply.header('x-junction-token-count', counted.source)
     return { input_tokens: counted.inputTokens }
   })
+}
+
+/**
+ * What only Anthropic serves (server tools, URL documents) goes through when every deployment that may
+ * answer is Anthropic's, in the native body; otherwise the request is a 400 naming the first of them.
+ */
+function onlyToAnthropic(
+  only: ReturnType<typeof anthropicOnly>,
+  model: string,
+): ((candidates: readonly Candidate[]) => void) | undefined {
+  const first = only[0]
+  if (first === undefined) return undefined
+  return (candidates) => {
+    const other = candidates.find((c) => c.provider.config.kind !== 'anthropic')
+    if (other === undefined) return
+    throw invalidRequest(
+      'unsupported_parameter',
+      `${first.what} is only supported by Anthropic upstreams, and ${model} may be served by ${other.deployment.id} (${other.provider.config.kind})`,
+      first.param,
+    )
+  }
 }
 
 interface WriteOptions {
