@@ -3,7 +3,7 @@ import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
 import { toAnthropicSse } from '../support/fake-anthropic.ts'
 import { sendJson, startFakeUpstream, type FakeHandler } from '../support/fake-upstream.ts'
-import { devAuth, readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
+import { devAuth, readGeneration, startGateway } from '../support/gateway.ts'
 
 // The bare vendor names Claude Code, Codex and the SDKs send by default (`claude-opus-4-6`, `gpt-5`)
 // reach the built-in catalogue models with no config file.
