@@ -71,7 +71,7 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
         request.junction.record = record
       },
       traceparent: request.junction.trace?.traceparent,
-      onRouted: onlyToAnthropic(anthropicOnly(parsed), req.model),
+      onRouted: onlyToAnthropic(anthropicOnly(parsed)),
     })
     reply.headers(started.headers)
     if (!started.stream) return toAnthropicMessage(started.completion, parsed.stop_sequences)
@@ -112,7 +112,6 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
  */
 function onlyToAnthropic(
   only: ReturnType<typeof anthropicOnly>,
-  model: string,
 ): ((candidates: readonly Candidate[]) => void) | undefined {
   const first = only[0]
   if (first === undefined) return undefined
@@ -121,7 +120,7 @@ function onlyToAnthropic(
     if (other === undefined) return
     throw invalidRequest(
       'unsupported_parameter',
-      `${first.what} is only supported by Anthropic upstreams, and ${model} may be served by ${other.deployment.id} (${other.provider.config.kind})`,
+      `${first.what} is only supported by Anthropic upstreams, and ${other.model.slug} may be served by ${other.deployment.id} (${other.provider.config.kind})`,
       first.param,
     )
   }
