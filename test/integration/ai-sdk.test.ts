@@ -2,7 +2,7 @@ import { createOpenAI } from '@ai-sdk/openai'
 import { generateObject, generateText, stepCountIs, streamText, tool } from 'ai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { sendJson, sentBody } from '../support/fake-upstream.ts'
+import { sendJson, sendSse, sentBody } from '../support/fake-upstream.ts'
 import { readGeneration, startGateway, startGatewayBehindFake, type TestGateway } from '../support/gateway.ts'
 
 // The Vercel AI SDK's `@ai-sdk/openai` default model, which speaks the Responses API, against the
@@ -247,5 +247,46 @@ describe('Vercel AI SDK: reasoning from an OpenAI-compatible upstream, sent back
       { role: 'assistant', content: 'answer 1' },
       { role: 'user', content: [{ type: 'text', text: 'More' }] },
     ])
+  })
+
+  it('streamText: streamed reasoning comes as reasoning deltas, then the text', async () => {
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+      JSON.stringify({
+        id: 'chatcmpl-s',
+        object: 'chat.completion.chunk',
+        created: 1700000000,
+        model: 'gpt-4o-mini',
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      })
+    const { gw } = await startGatewayBehindFake(
+      {
+        'POST /v1/chat/completions': (_req, res) =>
+          sendSse(res, [
+            chunk({ role: 'assistant', content: '' }),
+            chunk({ reasoning_content: 'Let me ' }),
+            chunk({ reasoning_content: 'think.' }),
+            chunk({ content: 'Four' }),
+            chunk({ content: '.' }, 'stop'),
+            JSON.stringify({
+              id: 'chatcmpl-s',
+              object: 'chat.completion.chunk',
+              created: 1700000000,
+              model: 'gpt-4o-mini',
+              choices: [],
+              usage: { prompt_tokens: 8, completion_tokens: 6, total_tokens: 14 },
+            }),
+            '[DONE]',
+          ]),
+      },
+      (origin) => ({ OPENAI_API_KEY: 'sk-fake-upstream-key', OPENAI_BASE_URL: `${origin}/v1` }),
+    )
+    const openai = createOpenAI({ baseURL: `${gw.origin}/v1`, apiKey: 'sk-dev' })
+    const result = streamText({ model: openai('openai/gpt-4o-mini'), prompt: '2+2?', maxRetries: 0 })
+    const kinds: string[] = []
+    for await (const part of result.fullStream) kinds.push(part.type)
+    expect(await result.reasoningText).toBe('Let me think.')
+    expect(await result.text).toBe('Four.')
+    expect(kinds.indexOf('reasoning-delta')).toBeLessThan(kinds.indexOf('text-delta'))
+    expect((await result.usage).outputTokens).toBe(6)
   })
 })
