@@ -71,7 +71,10 @@ describe('/v1/messages: what only Anthropic serves', () => {
     expect(fake.requests).toHaveLength(1)
     const { model: _model, ...rest } = params
     expect(fake.requests[0]!.body).toEqual({ ...rest, model: 'claude-sonnet-4-5' })
-    expect(message.content).toContainEqual({ type: 'text', text: 'It is sunny in Paris.' })
+    // The answer comes back as Anthropic gave it: the server tool's blocks and usage included.
+    expect(message.content).toEqual(answer.content)
+    expect(message.usage).toMatchObject({ server_tool_use: { web_search_requests: 1 }, input_tokens: 120 })
+    expect(message.model).toBe('anthropic/claude-sonnet-4-5')
   })
 
   it('towards an OpenAI-compatible upstream (or the mock): a 400 naming the tool, nothing sent', async () => {

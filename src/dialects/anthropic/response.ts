@@ -1,4 +1,5 @@
 import { ANTHROPIC_REASONING_FORMAT } from '../../providers/anthropic/request.ts'
+import { ANTHROPIC_NATIVE_ANSWER, type AnthropicMessage } from '../../providers/anthropic/wire.ts'
 import type { ChatCompletion, FinishReason, ReasoningDetail, Usage } from '../../providers/types.ts'
 
 // The internal chat completion → an Anthropic Messages answer. Pure.
@@ -148,6 +149,20 @@ export function toToolInput(args: string): unknown {
 
 /** `stops`: the request's stop_sequences, to tell a matched one (see stopOf). */
 export function toAnthropicMessage(c: ChatCompletion, stops?: readonly string[]): AnthropicMessageOut {
+  // An Anthropic upstream's own answer to the client's own body goes back as it came: our id and slug.
+  const native = (c as { [ANTHROPIC_NATIVE_ANSWER]?: AnthropicMessage })[ANTHROPIC_NATIVE_ANSWER]
+  if (native !== undefined) {
+    return {
+      ...native,
+      id: c.id,
+      type: 'message',
+      role: 'assistant',
+      model: c.model,
+      stop_reason: (native.stop_reason ?? null) as AnthropicStopReason | null,
+      stop_sequence: native.stop_sequence ?? null,
+      usage: { ...toAnthropicUsage(c.usage), ...native.usage } as AnthropicUsageOut,
+    } as AnthropicMessageOut
+  }
   const choice = c.choices[0]
   const m = choice?.message
   const content: AnthropicBlockOut[] = toThinkingBlocks(m?.reasoning_details, m?.reasoning)
