@@ -60,6 +60,8 @@ export interface ChatInput {
   onRecord?: (record: GenerationRecord | null) => void
   /** W3C trace context for the upstream calls. */
   traceparent?: string
+  /** Sees the candidate deployments before admission: a dialect refuses what some cannot serve. */
+  onRouted?: (candidates: readonly Candidate[]) => void
 }
 
 export type ChatStart =
@@ -85,6 +87,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     modelRouting: req.model_routing_config,
   })
   const { model, candidates } = route
+  input.onRouted?.(candidates)
   // The caller's file ids in the messages become the files' content, inline (decisions.md).
   const resolved = await resolveFileReferences(req, {
     accountId: input.account.id,

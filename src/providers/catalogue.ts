@@ -87,6 +87,12 @@ export interface CatalogueModel {
   family?: MediaFamily
   /** The model's own output ceiling, when it is below `limits.defaultMaxOutputTokens` (16 384). */
   maxOutputTokens?: number
+  /**
+   * Names requests may use besides the slug: the vendor's own model name where it is exactly the
+   * upstream model (`gpt-5`, `claude-sonnet-4-5`), so clients that send bare vendor names (Codex,
+   * Claude Code, SDK defaults) reach it. A config model's alias or slug takes the name first.
+   */
+  aliases?: readonly string[]
 }
 
 const chat = (provider: string, upstreamModel: string): CatalogueModel => ({
@@ -106,7 +112,10 @@ const media = (provider: string, upstreamModel: string, family: MediaFamily): Ca
   family,
 })
 
-export const builtinModels: readonly CatalogueModel[] = [
+/** Providers whose model names are the vendor's own: their upstream model name is an exact alias. */
+const BARE_NAMES = new Set(['openai', 'anthropic'])
+
+const catalogue: readonly CatalogueModel[] = [
   chat('mock', 'chat'),
   embedding('mock', 'embed'),
   // The mock's media models: one per input family, real PNG, MP4 and audio bytes (README, Predictions).
@@ -161,3 +170,7 @@ export const builtinModels: readonly CatalogueModel[] = [
   // Video model C (4/8/12 s, 720P/1080P): Sora 2.
   media('replicate', 'openai/sora-2', 'video-c'),
 ]
+
+export const builtinModels: readonly CatalogueModel[] = catalogue.map((m) =>
+  BARE_NAMES.has(m.provider) ? { ...m, aliases: [m.upstreamModel] } : m,
+)

@@ -3,10 +3,11 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { authenticateApiKey } from '../auth.ts'
 import type { Deps } from '../deps.ts'
 import { toAnthropicErrorBody } from '../dialects/anthropic/errors.ts'
-import { toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'
+import { anthropicOnly, toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'
 import { toAnthropicMessage } from '../dialects/anthropic/response.ts'
 import { createEventTranslator, type EventTranslator } from '../dialects/anthropic/stream.ts'
-import { toGatewayError } from '../errors.ts'
+import { invalidRequest, toGatewayError } from '../errors.ts'
+import type { Candidate } from '../routing/router.ts'
 import { startChat } from '../inference/chat.ts'
 import { countPromptTokens } from '../inference/count-tokens.ts'
 import type { Logger } from '../logger.ts'
@@ -56,7 +57,8 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
   })
 
   app.post(API, async (request: FastifyRequest, reply: FastifyReply) => {
-    const req = toChatRequest(parseMessagesRequest(request.body), { beta: betaValues(request) })
+    const parsed = parseMessagesRequest(request.body)
+    const req = toChatRequest(parsed, { beta: betaValues(request) })
     const signal = upstreamSignal(reply)
     const started = await startChat(deps, {
       account: request.account,
@@ -69,16 +71,21 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
         request.junction.record = record
       },
       traceparent: request.junction.trace?.traceparent,
+      onRouted: onlyToAnthropic(anthropicOnly(parsed)),
     })
     reply.headers(started.headers)
-    if (!started.stream) return toAnthropicMessage(started.completion)
+    if (!started.stream) return toAnthropicMessage(started.completion, parsed.stop_sequences)
     reply
       .header('content-type', 'text/event-stream; charset=utf-8')
       .header('cache-control', 'no-cache')
       .header('x-accel-buffering', 'no')
     deps.metrics.openStreams.inc()
     reply.raw.once('close', () => deps.metrics.openStreams.dec())
-    const translate = createEventTranslator({ id: started.generationId, model: req.model })
+    const translate = createEventTranslator({
+      id: started.generationId,
+      model: req.model,
+      stops: parsed.stop_sequences,
+    })
     const body = writeAnthropicSse(started.batches, translate, {
       signal,
       requestId: request.id,
@@ -97,6 +104,26 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
     reply.header('x-junction-token-count', counted.source)
     return { input_tokens: counted.inputTokens }
   })
+}
+
+/**
+ * What only Anthropic serves (server tools, URL documents) goes through when every deployment that may
+ * answer is Anthropic's, in the native body; otherwise the request is a 400 naming the first of them.
+ */
+function onlyToAnthropic(
+  only: ReturnType<typeof anthropicOnly>,
+): ((candidates: readonly Candidate[]) => void) | undefined {
+  const first = only[0]
+  if (first === undefined) return undefined
+  return (candidates) => {
+    const other = candidates.find((c) => c.provider.config.kind !== 'anthropic')
+    if (other === undefined) return
+    throw invalidRequest(
+      'unsupported_parameter',
+      `${first.what} is only supported by Anthropic upstreams, and ${other.model.slug} may be served by ${other.deployment.id} (${other.provider.config.kind})`,
+      first.param,
+    )
+  }
 }
 
 interface WriteOptions {

@@ -51,6 +51,8 @@ export interface ModelTable {
 
 export function buildModelTable(config: Config): ModelTable {
   const bySlug = new Map<string, ServedModel>()
+  // A catalogue alias yields to the config file: a name it gives a model, as a slug or an alias.
+  const taken = new Set(config.models.flatMap((m) => [m.slug, ...m.aliases]))
   for (const m of builtinModels) {
     if (!config.providers[m.provider]) continue
     const table = builtinPrices[m.slug]
@@ -60,6 +62,7 @@ export function buildModelTable(config: Config): ModelTable {
       strategy: 'priority',
       maxOutputTokens: m.maxOutputTokens,
       family: m.family,
+      aliases: m.aliases?.filter((a) => !taken.has(a)),
       deployments: [
         {
           id: m.provider,
@@ -97,7 +100,8 @@ export function buildModelTable(config: Config): ModelTable {
       strategy: m.routing ?? 'priority',
       maxOutputTokens: m.maxOutputTokens,
       family: m.family,
-      aliases: m.aliases,
+      // Overriding a catalogue model keeps its bare vendor name, unless the config gave that away.
+      aliases: [...m.aliases, ...(bySlug.get(m.slug)?.aliases ?? [])],
       deployments,
     })
   }

@@ -80,6 +80,22 @@ describe('README curl examples', () => {
     expect(readFileSync(join(dir, 'report.pdf'), 'utf8')).toBe('%PDF-1.4 a tiny test document')
   })
 
+  it('API: the Messages and Responses examples answer in their dialects', async () => {
+    const dir = workspace()
+    const s = await start({ GATEWAY_DATABASE_URL: 'memory' }, dir)
+    const results = await Promise.all(shBlocks('API').map((b) => runBlock(b, s.origin, dir)))
+    const answers = results.flat()
+    expect(answers.map((r) => r[0])).toEqual([200, 200])
+    const [message, response] = answers.map((r) => JSON.parse(r[1]))
+    expect(message).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      model: 'mock/chat',
+      stop_reason: 'end_turn',
+    })
+    expect(response).toMatchObject({ object: 'response', status: 'completed', model: 'mock/chat' })
+  })
+
   it('Routing and resilience: the example request answers with its example config', async () => {
     const dir = workspace()
     const section = readme.slice(readme.indexOf('\n## Routing and resilience'))

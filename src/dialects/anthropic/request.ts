@@ -114,7 +114,7 @@ function toImagePart(b: ImageBlock): ContentPart {
   return { type: 'image_url', image_url: { url }, ...cacheOf(b) }
 }
 
-function toDocumentPart(b: DocumentBlock, at: string): ContentPart {
+function toDocumentPart(b: DocumentBlock): ContentPart {
   const s = b.source
   const filename = typeof b.title === 'string' && b.title !== '' ? b.title : undefined
   if (s.type === 'base64') {
@@ -132,11 +132,10 @@ function toDocumentPart(b: DocumentBlock, at: string): ContentPart {
       ...cacheOf(b),
     }
   }
-  throw invalidRequest(
-    'unsupported_parameter',
-    `document sources of type ${JSON.stringify(s.type)} are not supported: send the document as base64 or text`,
-    `${at}.source.type`,
-  )
+  // A URL or custom-content source only Anthropic reads: the native body carries it there, and the
+  // route refuses any other upstream (anthropicOnly). Here it stands in the prompt as its reference.
+  const ref = s.type === 'url' ? s.url : 'document'
+  return { type: 'text', text: `[document: ${ref}]` }
 }
 
 /** A user turn: its tool results become tool messages (first, as Anthropic puts them), the rest one user message. */
@@ -153,10 +152,10 @@ function toUser(blocks: Block[], at: string): ChatMessage[] {
         parts.push(toImagePart(b))
         return
       case 'document':
-        parts.push(toDocumentPart(b, bAt))
+        parts.push(toDocumentPart(b))
         return
       case 'tool_result':
-        out.push(toToolMessage(b, bAt))
+        out.push(toToolMessage(b))
         return
       default:
         throw invalidRequest('invalid_value', `user messages do not take ${b.type} blocks`, `${bAt}.type`)
@@ -166,17 +165,17 @@ function toUser(blocks: Block[], at: string): ChatMessage[] {
   return out
 }
 
-function toToolMessage(b: ToolResultBlock, at: string): ChatMessage {
+function toToolMessage(b: ToolResultBlock): ChatMessage {
   // OpenAI tool messages have no error flag: an error result says so in its text.
   const prefix = b.is_error === true ? [{ type: 'text', text: 'Error:' } as ContentPart] : []
   let content: string | ContentPart[]
   if (b.content === undefined) content = b.is_error === true ? 'Error' : ''
   else if (typeof b.content === 'string') content = b.is_error === true ? `Error: ${b.content}` : b.content
   else {
-    const parts = b.content.map((c, k): ContentPart => {
+    const parts = b.content.map((c): ContentPart => {
       if (c.type === 'text') return toTextPart(c)
       if (c.type === 'image') return toImagePart(c)
-      return toDocumentPart(c, `${at}.content[${k}]`)
+      return toDocumentPart(c)
     })
     content = parts.length === 0 ? '' : [...prefix, ...parts]
   }
@@ -248,26 +247,22 @@ function toTools(
   choice: CountTokensRequest['tool_choice'],
 ): Pick<ChatRequest, 'tools' | 'tool_choice' | 'parallel_tool_calls'> {
   const out: Pick<ChatRequest, 'tools' | 'tool_choice' | 'parallel_tool_calls'> = {}
-  if (tools !== undefined && tools.length > 0) {
-    out.tools = tools.map((t, i): Tool => {
-      if (t.type !== undefined && t.type !== 'custom') {
-        // Anthropic's server and client tools (web search, bash, text editor, …) have no counterpart elsewhere.
-        throw invalidRequest(
-          'unsupported_parameter',
-          `tool ${JSON.stringify(t.name)} of type ${JSON.stringify(t.type)} is not supported: only custom tools (with input_schema) are`,
-          `tools[${i}].type`,
-        )
-      }
-      return {
-        type: 'function',
-        function: {
-          name: t.name,
-          ...(t.description !== undefined ? { description: t.description } : {}),
-          parameters: t.input_schema ?? { type: 'object', properties: {} },
-        },
-        ...cacheOf(t),
-      }
-    })
+  if (tools !== undefined) {
+    // Anthropic's own tools (web search, code execution, bash, text editor, …) reach an Anthropic
+    // upstream in the native body; no other upstream has them (anthropicOnly).
+    const custom = tools.filter(isCustomTool)
+    if (custom.length > 0)
+      out.tools = custom.map((t): Tool => {
+        return {
+          type: 'function',
+          function: {
+            name: t.name,
+            ...(t.description !== undefined ? { description: t.description } : {}),
+            parameters: t.input_schema ?? { type: 'object', properties: {} },
+          },
+          ...cacheOf(t),
+        }
+      })
   }
   if (choice !== undefined) {
     const mapped: ToolChoice =
@@ -283,5 +278,49 @@ function toTools(
       out.parallel_tool_calls = false
     }
   }
+  return out
+}
+
+function isCustomTool(t: MessagesTool): boolean {
+  return t.type === undefined || t.type === 'custom'
+}
+
+/** A part of a Messages request only an Anthropic upstream can take, and where it is. */
+export interface AnthropicOnly {
+  what: string
+  param: string
+}
+
+/**
+ * What in the request only Anthropic serves: its server and versioned client tools (web search, code
+ * execution, bash, text editor, …) and document sources by URL or custom content. They reach an
+ * Anthropic upstream in the native body; the route refuses the request (400 naming the first) when
+ * the model may be served by any other kind of upstream.
+ */
+export function anthropicOnly(req: CountTokensRequest): AnthropicOnly[] {
+  const out: AnthropicOnly[] = []
+  req.tools?.forEach((t, i) => {
+    if (!isCustomTool(t))
+      out.push({
+        what: `tool ${JSON.stringify(t.name)} of type ${JSON.stringify(t.type)}`,
+        param: `tools[${i}].type`,
+      })
+  })
+  const document = (b: { type: string; source?: { type: string } }, at: string) => {
+    if (b.type === 'document' && (b.source?.type === 'url' || b.source?.type === 'content'))
+      out.push({
+        what: `a document source of type ${JSON.stringify(b.source.type)}`,
+        param: `${at}.source.type`,
+      })
+  }
+  req.messages.forEach((m, i) => {
+    if (typeof m.content === 'string') return
+    m.content.forEach((b, j) => {
+      const at = `messages[${i}].content[${j}]`
+      document(b, at)
+      if (b.type === 'tool_result' && Array.isArray(b.content))
+        b.content.forEach((c, k) => document(c, `${at}.content[${k}]`))
+    })
+  })
   return out
 }

@@ -1,10 +1,11 @@
 import { ANTHROPIC_REASONING_FORMAT } from '../../providers/anthropic/request.ts'
+import { ANTHROPIC_NATIVE_ANSWER, type AnthropicMessage } from '../../providers/anthropic/wire.ts'
 import type { ChatCompletion, FinishReason, ReasoningDetail, Usage } from '../../providers/types.ts'
 
 // The internal chat completion → an Anthropic Messages answer. Pure.
 // https://docs.anthropic.com/en/api/messages (the response object)
 
-export type AnthropicStopReason = 'end_turn' | 'max_tokens' | 'tool_use' | 'refusal'
+export type AnthropicStopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal'
 
 export interface AnthropicUsageOut {
   input_tokens: number
@@ -26,11 +27,11 @@ export interface AnthropicMessageOut {
   model: string
   content: AnthropicBlockOut[]
   stop_reason: AnthropicStopReason | null
-  stop_sequence: null
+  stop_sequence: string | null
   usage: AnthropicUsageOut
 }
 
-/** The upstream's stop sequence is not known after translation: a stop is `end_turn` (README). */
+/** A finish reason as Anthropic's stop reason; a matched stop sequence is told apart by `stopOf`. */
 export function toStopReason(r: FinishReason | null | undefined): AnthropicStopReason | null {
   switch (r) {
     case 'length':
@@ -45,6 +46,30 @@ export function toStopReason(r: FinishReason | null | undefined): AnthropicStopR
     default:
       return null
   }
+}
+
+/**
+ * The client's stop sequence that ended the answer, when the upstream names it: Anthropic does
+ * (`stop_sequence`), vLLM and the mock do (the choice's `stop_reason`). OpenAI and Gemini answer a
+ * stop sequence as a plain stop, so it is not knowable there: the answer says `end_turn` (README).
+ * Only one of the client's own sequences counts (vLLM also names its model's stop strings).
+ */
+export function stopOf(
+  choice: { finish_reason: FinishReason | null; [key: string]: unknown } | undefined,
+  stops: readonly string[] | undefined,
+): string | null {
+  const matched = choice?.['stop_reason']
+  if (choice?.finish_reason !== 'stop' || typeof matched !== 'string') return null
+  return stops?.includes(matched) ? matched : null
+}
+
+/** The stop reason and sequence of an answer that finished with `finish`. */
+export function toStop(
+  finish: FinishReason | null | undefined,
+  sequence: string | null,
+): { stop_reason: AnthropicStopReason; stop_sequence: string | null } {
+  if (sequence !== null) return { stop_reason: 'stop_sequence', stop_sequence: sequence }
+  return { stop_reason: toStopReason(finish ?? 'stop') ?? 'end_turn', stop_sequence: null }
 }
 
 /** OpenAI's prompt_tokens includes cached and cache-written tokens; Anthropic counts them apart. */
@@ -122,7 +147,22 @@ export function toToolInput(args: string): unknown {
   }
 }
 
-export function toAnthropicMessage(c: ChatCompletion): AnthropicMessageOut {
+/** `stops`: the request's stop_sequences, to tell a matched one (see stopOf). */
+export function toAnthropicMessage(c: ChatCompletion, stops?: readonly string[]): AnthropicMessageOut {
+  // An Anthropic upstream's own answer to the client's own body goes back as it came: our id and slug.
+  const native = (c as { [ANTHROPIC_NATIVE_ANSWER]?: AnthropicMessage })[ANTHROPIC_NATIVE_ANSWER]
+  if (native !== undefined) {
+    return {
+      ...native,
+      id: c.id,
+      type: 'message',
+      role: 'assistant',
+      model: c.model,
+      stop_reason: (native.stop_reason ?? null) as AnthropicStopReason | null,
+      stop_sequence: native.stop_sequence ?? null,
+      usage: { ...toAnthropicUsage(c.usage), ...native.usage } as AnthropicUsageOut,
+    } as AnthropicMessageOut
+  }
   const choice = c.choices[0]
   const m = choice?.message
   const content: AnthropicBlockOut[] = toThinkingBlocks(m?.reasoning_details, m?.reasoning)
@@ -141,8 +181,7 @@ export function toAnthropicMessage(c: ChatCompletion): AnthropicMessageOut {
     role: 'assistant',
     model: c.model,
     content,
-    stop_reason: toStopReason(choice?.finish_reason ?? 'stop') ?? 'end_turn',
-    stop_sequence: null,
+    ...toStop(choice?.finish_reason, stopOf(choice, stops)),
     usage: toAnthropicUsage(c.usage),
   }
 }

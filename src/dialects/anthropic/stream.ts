@@ -1,6 +1,6 @@
 import { ANTHROPIC_REASONING_FORMAT } from '../../providers/anthropic/request.ts'
 import type { ChatChunk, FinishReason, ReasoningDetail, Usage } from '../../providers/types.ts'
-import { encodeForeignDetail, toAnthropicUsage, toStopReason } from './response.ts'
+import { encodeForeignDetail, stopOf, toAnthropicUsage, toStop } from './response.ts'
 
 // The internal chat chunks → Anthropic Messages stream events, as they arrive. Pure apart from the
 // state it keeps. The sequence Anthropic documents and its SDK reads: message_start, ping, then per
@@ -13,6 +13,8 @@ export type AnthropicStreamEvent = { type: string; [key: string]: unknown }
 export interface MessageMeta {
   id: string
   model: string
+  /** The request's stop_sequences, to tell a matched one. */
+  stops?: readonly string[]
 }
 
 type OpenKind = 'text' | 'thinking' | 'tool_use'
@@ -26,6 +28,8 @@ export interface EventTranslatorState {
   /** Block index of each tool call, by its index in the chunks. */
   toolBlocks: Map<number, number>
   finishReason: FinishReason | null
+  /** The client's stop sequence that ended the answer, when the upstream named it. */
+  stopSequence: string | null
   usage?: Usage
   ended: boolean
 }
@@ -43,6 +47,7 @@ export function createEventTranslator(meta: MessageMeta): EventTranslator {
     nextIndex: 0,
     toolBlocks: new Map(),
     finishReason: null,
+    stopSequence: null,
     ended: false,
   }
 
@@ -135,6 +140,7 @@ export function createEventTranslator(meta: MessageMeta): EventTranslator {
     }
     if (choice.finish_reason) {
       state.finishReason = choice.finish_reason
+      state.stopSequence = stopOf(choice, meta.stops)
       close(out)
     }
   }
@@ -175,7 +181,7 @@ export function createEventTranslator(meta: MessageMeta): EventTranslator {
       out.push(
         {
           type: 'message_delta',
-          delta: { stop_reason: toStopReason(state.finishReason) ?? 'end_turn', stop_sequence: null },
+          delta: toStop(state.finishReason, state.stopSequence),
           // Cumulative whole-message counts, as Anthropic's own message_delta carries them.
           usage: toAnthropicUsage(state.usage),
         },

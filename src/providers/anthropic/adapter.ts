@@ -8,7 +8,13 @@ import { toCountTokensBody, toUpstreamBody } from './request.ts'
 import { fromAnthropicMessage } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
 import { z } from 'zod'
-import { ANTHROPIC_VERSION, anthropicMessageSchema, nativeAnthropicOf, parseAnthropicEvent } from './wire.ts'
+import {
+  ANTHROPIC_NATIVE_ANSWER,
+  ANTHROPIC_VERSION,
+  anthropicMessageSchema,
+  nativeAnthropicOf,
+  parseAnthropicEvent,
+} from './wire.ts'
 
 // The only file of the Anthropic folder that does I/O.
 
@@ -43,7 +49,11 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
       const res = await post(call, req, body, 'application/json')
       const parsed = anthropicMessageSchema.safeParse(await readJson(call, res.body))
       if (!parsed.success) throw malformedUpstream(call, 'response is not a message', parsed.error)
-      return fromAnthropicMessage(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
+      const completion = fromAnthropicMessage(parsed.data, meta(call), {
+        excludeReasoning: excludeReasoning(req),
+      })
+      if (nativeAnthropicOf(req)) Object.assign(completion, { [ANTHROPIC_NATIVE_ANSWER]: parsed.data })
+      return completion
     },
 
     async countTokens(req, call) {

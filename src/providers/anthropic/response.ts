@@ -27,6 +27,17 @@ export function mapStopReason(r: string | null | undefined): FinishReason {
 }
 
 /**
+ * The stop sequence that ended the answer, kept on the choice as `stop_reason` (vLLM's field for
+ * it), so the Messages dialect can answer `stop_reason: "stop_sequence"` with the sequence.
+ */
+export function matchedStop(
+  reason: string | null | undefined,
+  sequence: string | null | undefined,
+): { stop_reason?: string } {
+  return reason === 'stop_sequence' && typeof sequence === 'string' ? { stop_reason: sequence } : {}
+}
+
+/**
  * Anthropic counts cache reads and writes apart from `input_tokens`; OpenAI's prompt_tokens includes
  * them. Thinking is part of `output_tokens`: recent models report its share as
  * `output_tokens_details.thinking_tokens`, used when present. Otherwise `estimatedReasoning` (Junction's
@@ -152,7 +163,15 @@ export function fromAnthropicMessage(
     object: 'chat.completion',
     created: meta.created,
     model: msg.model ?? meta.model,
-    choices: [{ index: 0, message, logprobs: null, finish_reason: mapStopReason(msg.stop_reason) }],
+    choices: [
+      {
+        index: 0,
+        message,
+        logprobs: null,
+        finish_reason: mapStopReason(msg.stop_reason),
+        ...matchedStop(msg.stop_reason, msg.stop_sequence),
+      },
+    ],
     usage: toUsage(msg.usage, estimateTokens(thinkingChars)),
   }
 }

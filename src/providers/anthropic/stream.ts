@@ -3,6 +3,7 @@ import { deltaChunk, usageChunk, type ChunkDelta, type ChunkMeta } from '../shar
 import {
   estimateTokens,
   mapStopReason,
+  matchedStop,
   redactedDetail,
   refusalText,
   thinkingDetail,
@@ -105,11 +106,17 @@ export function createChunkTranslator(
     return []
   }
   /** The stop reason (with a refusal's reason first): the answer's last delta. */
-  const finish = (reason: string, details: AnthropicStopDetails | null | undefined): ChatChunk[] => {
+  const finish = (
+    reason: string,
+    details: AnthropicStopDetails | null | undefined,
+    sequence?: string | null,
+  ): ChatChunk[] => {
     state.finishReason = mapStopReason(reason)
     const out: ChatChunk[] = []
     if (reason === 'refusal') out.push(chunk({ refusal: refusalText(details) }))
-    out.push(chunk({}, state.finishReason))
+    const last = chunk({}, state.finishReason)
+    Object.assign(last.choices[0]!, matchedStop(reason, sequence))
+    out.push(last)
     return out
   }
   const detail = (d: ReasoningDetail): ChatChunk => chunk({ reasoning_details: [d] })
@@ -132,7 +139,8 @@ export function createChunkTranslator(
           out.push(...startBlock(-1 - i, block), ...stopBlock(-1 - i))
         }
         const stop = event.message.stop_reason
-        if (stop !== undefined && stop !== null) out.push(...finish(stop, event.message.stop_details))
+        if (stop !== undefined && stop !== null)
+          out.push(...finish(stop, event.message.stop_details, event.message.stop_sequence))
         return out
       }
 
@@ -167,7 +175,7 @@ export function createChunkTranslator(
         if (!state.started || state.stopped) return violate('message_delta outside a message')
         mergeUsage(event.usage)
         if (event.delta.stop_reason === undefined || event.delta.stop_reason === null) return []
-        return finish(event.delta.stop_reason, event.delta.stop_details)
+        return finish(event.delta.stop_reason, event.delta.stop_details, event.delta.stop_sequence)
 
       case 'message_stop':
         if (!state.started) return violate('message_stop before message_start')

@@ -212,6 +212,7 @@ const messageStart = z.looseObject({
     // Normally empty and null; a message that arrives whole carries them here.
     content: z.array(anthropicResponseBlockSchema).optional(),
     stop_reason: z.string().nullable().optional(),
+    stop_sequence: z.string().nullable().optional(),
     stop_details: stopDetailsSchema.nullable().optional(),
     usage: eventUsageSchema.optional(),
   }),
@@ -315,3 +316,10 @@ export interface AnthropicNative {
 export function nativeAnthropicOf(req: object): AnthropicNative | undefined {
   return (req as { [ANTHROPIC_NATIVE]?: AnthropicNative })[ANTHROPIC_NATIVE]
 }
+
+/**
+ * The Anthropic message an upstream answered to a native request, kept on the chat completion under
+ * this symbol (never serialised) so /v1/messages can answer it as it came: server tool blocks,
+ * citations, `pause_turn` and the usage's own fields survive, which the chat shape has no room for.
+ */
+export const ANTHROPIC_NATIVE_ANSWER = Symbol('junction.anthropic-native-answer')

@@ -179,13 +179,24 @@ function maxTokens(req: ChatRequest): number | undefined {
   return req.max_completion_tokens ?? req.max_tokens ?? undefined
 }
 
-/** Cut at the earliest stop string, then at the token limit; whichever bites first sets the finish reason. */
-function limitText(text: string, req: ChatRequest): { content: string; finish: FinishReason } {
+/**
+ * Cut at the earliest stop string, then at the token limit; whichever bites first sets the finish
+ * reason. `stop` is the stop string that cut the text (reported as the choice's `stop_reason`, as
+ * vLLM does), undefined when none did or the token limit cut it shorter.
+ */
+function limitText(
+  text: string,
+  req: ChatRequest,
+): { content: string; finish: FinishReason; stop: string | undefined } {
   let content = text
-  const cuts = stopStrings(req.stop)
-    .map((s) => content.indexOf(s))
-    .filter((i) => i >= 0)
-  if (cuts.length > 0) content = content.slice(0, Math.min(...cuts))
+  let stop: string | undefined
+  for (const s of stopStrings(req.stop)) {
+    const at = content.indexOf(s)
+    if (at >= 0) {
+      content = content.slice(0, at)
+      stop = s
+    }
+  }
   let finish: FinishReason = 'stop'
   const limit = maxTokens(req)
   if (limit !== undefined) {
@@ -193,9 +204,10 @@ function limitText(text: string, req: ChatRequest): { content: string; finish: F
     if (ends.length > limit) {
       content = limit <= 0 ? '' : content.slice(0, ends[limit - 1])
       finish = 'length'
+      stop = undefined
     }
   }
-  return { content, finish }
+  return { content, finish, stop }
 }
 
 function functionTools(req: ChatRequest): FunctionTool[] {
@@ -283,6 +295,8 @@ export interface MockReply {
   content: string | null
   toolCall: ToolCall | undefined
   finish: FinishReason
+  /** The stop string that ended the text, if one did. */
+  stop?: string
   usage: Usage
 }
 
@@ -313,8 +327,8 @@ export function* mockReply(req: ChatRequest, model: string): Sliced<MockReply> {
     const completionTokens = countTokens(tool.function.name) + (yield* countTokensSteps(args))
     return { id, content: null, toolCall, finish: 'tool_calls', usage: usage(promptTokens, completionTokens) }
   }
-  const { content, finish } = limitText(jsonReplyText(req) ?? defaultReplyText(req.messages), req)
-  return { id, content, toolCall: undefined, finish, usage: usage(promptTokens, countTokens(content)) }
+  const { content, finish, stop } = limitText(jsonReplyText(req) ?? defaultReplyText(req.messages), req)
+  return { id, content, toolCall: undefined, finish, stop, usage: usage(promptTokens, countTokens(content)) }
 }
 
 function usage(prompt: number, completion: number): Usage {
@@ -330,6 +344,11 @@ function usage(prompt: number, completion: number): Usage {
       rejected_prediction_tokens: 0,
     },
   }
+}
+
+/** vLLM's `stop_reason` on the choice: the stop string that ended the answer (absent otherwise). */
+function stopReason(reply: MockReply): { stop_reason?: string } {
+  return reply.stop === undefined ? {} : { stop_reason: reply.stop }
 }
 
 /** `now` is epoch milliseconds; `created` is whole seconds. */
@@ -364,6 +383,7 @@ export function mockChatCompletion(
         },
         logprobs: null,
         finish_reason: reply.finish,
+        ...stopReason(reply),
       },
     ],
     usage: reply.usage,
@@ -440,7 +460,9 @@ export function mockChatChunks(
       chunks.push(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }))
     }
   }
-  chunks.push(chunk({}, reply.finish))
+  const last = chunk({}, reply.finish)
+  Object.assign(last.choices[0]!, stopReason(reply))
+  chunks.push(last)
   chunks.push({ ...chunk({}), choices: [], usage: reply.usage })
   return chunks
 }

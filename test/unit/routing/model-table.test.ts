@@ -126,3 +126,44 @@ describe('router', () => {
     })
   })
 })
+
+describe('bare vendor names of the built-in OpenAI and Anthropic models', () => {
+  const env = {
+    OPENAI_API_KEY: 'sk-test-0000',
+    ANTHROPIC_API_KEY: 'sk-ant-test-0000',
+    GEMINI_API_KEY: 'g-test',
+  }
+
+  it('reach the catalogue model whose upstream model they are, and only those', () => {
+    const table = buildModelTable(loadConfig(env))
+    expect(table.get('gpt-5')?.slug).toBe('openai/gpt-5')
+    expect(table.get('gpt-4o-mini')?.slug).toBe('openai/gpt-4o-mini')
+    expect(table.get('text-embedding-3-small')?.slug).toBe('openai/text-embedding-3-small')
+    expect(table.get('claude-sonnet-4-5')?.slug).toBe('anthropic/claude-sonnet-4-5')
+    expect(table.get('claude-opus-4-6')?.slug).toBe('anthropic/claude-opus-4-6')
+    // Not exact: a dated snapshot, another vendor's catalogue entry.
+    expect(table.get('claude-sonnet-4-5-20250929')).toBeUndefined()
+    expect(table.get('gemini-2.5-pro')).toBeUndefined()
+    for (const m of builtinModels) {
+      if (m.aliases !== undefined) expect(m.aliases).toEqual([m.upstreamModel])
+    }
+  })
+
+  it('yield to the config file: its alias or slug takes the name; an override keeps the bare name', () => {
+    const table = buildModelTable(
+      withFile(
+        {
+          models: [
+            { slug: 'team/fast', provider: 'openai', upstreamModel: 'gpt-4o-mini', aliases: ['gpt-5'] },
+            { slug: 'anthropic/claude-sonnet-4-5', aliases: ['claude-sonnet-4-5-20250929'] },
+          ],
+        },
+        env,
+      ),
+    )
+    expect(table.get('gpt-5')?.slug).toBe('team/fast')
+    expect(table.get('openai/gpt-5')?.aliases).toEqual([])
+    expect(table.get('claude-sonnet-4-5-20250929')?.slug).toBe('anthropic/claude-sonnet-4-5')
+    expect(table.get('claude-sonnet-4-5')?.slug).toBe('anthropic/claude-sonnet-4-5')
+  })
+})

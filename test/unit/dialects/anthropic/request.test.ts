@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { toChatRequest, toPrompt } from '../../../../src/dialects/anthropic/request.ts'
+import { anthropicOnly, toChatRequest, toPrompt } from '../../../../src/dialects/anthropic/request.ts'
 import { toAnthropicRequest, toUpstreamBody } from '../../../../src/providers/anthropic/request.ts'
 import { ANTHROPIC_NATIVE } from '../../../../src/providers/anthropic/wire.ts'
 import { parseMessagesRequest } from '../../../../src/schemas/messages.ts'
@@ -156,32 +156,47 @@ describe('Anthropic Messages request → chat request', () => {
     })
   })
 
-  it('refuses what it cannot translate with a 400 naming it', () => {
+  it('lists what only Anthropic serves (server tools, URL and content documents), and translates the rest', () => {
     const base = { model: 'm/x', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }
-    expect(() =>
-      toChatRequest(
-        parseMessagesRequest({ ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }),
-      ),
-    ).toThrow(
-      expect.objectContaining({
-        status: 400,
-        param: 'tools[0].type',
-        message: expect.stringContaining('web_search'),
-      }),
-    )
-    expect(() =>
-      toChatRequest(
-        parseMessagesRequest({
-          ...base,
-          messages: [
+    const req = parseMessagesRequest({
+      ...base,
+      tools: [
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 3 },
+        { name: 'read_file', input_schema: { type: 'object' } },
+        { type: 'custom', name: 'write_file', input_schema: { type: 'object' } },
+      ],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'document', source: { type: 'url', url: 'https://example.com/a.pdf' } },
+            { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'notes' } },
             {
-              role: 'user',
-              content: [{ type: 'document', source: { type: 'url', url: 'https://example.com/a.pdf' } }],
+              type: 'tool_result',
+              tool_use_id: 't1',
+              content: [{ type: 'document', source: { type: 'content', content: [] } }],
             },
           ],
-        }),
-      ),
-    ).toThrow(expect.objectContaining({ status: 400, param: 'messages[0].content[0].source.type' }))
+        },
+      ],
+    })
+    expect(anthropicOnly(req)).toEqual([
+      { what: 'tool "web_search" of type "web_search_20250305"', param: 'tools[0].type' },
+      { what: 'a document source of type "url"', param: 'messages[0].content[0].source.type' },
+      { what: 'a document source of type "content"', param: 'messages[0].content[2].content[0].source.type' },
+    ])
+    const chat = toChatRequest(req)
+    // The chat request (what the prompt bound is counted on) keeps the client's own tools only.
+    expect(chat.tools?.map((t) => (t as { function: { name: string } }).function.name)).toEqual([
+      'read_file',
+      'write_file',
+    ])
+    // The native body, which an Anthropic upstream gets, keeps every one.
+    expect(toUpstreamBody(chat, 'claude-x', false)).toMatchObject({
+      tools: req.tools,
+      messages: req.messages,
+    })
+    expect(anthropicOnly(parseMessagesRequest(base))).toEqual([])
   })
 
   it('requires max_tokens, as Anthropic does', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { toAnthropicErrorBody } from '../../../../src/dialects/anthropic/errors.ts'
-import { toAnthropicMessage } from '../../../../src/dialects/anthropic/response.ts'
+import { stopOf, toAnthropicMessage, toStop } from '../../../../src/dialects/anthropic/response.ts'
 import { GatewayError } from '../../../../src/errors.ts'
 import { fromAnthropicMessage } from '../../../../src/providers/anthropic/response.ts'
 import { anthropicMessageSchema } from '../../../../src/providers/anthropic/wire.ts'
@@ -87,5 +87,23 @@ describe('errors in Anthropic shape', () => {
         request_id: 'req-1',
       })
     }
+  })
+})
+
+describe('the stop sequence that ended an answer', () => {
+  const stops = ['END', '###']
+  it('is the choice stop_reason when it is one of the client sequences and the finish is stop', () => {
+    expect(stopOf({ finish_reason: 'stop', stop_reason: 'END' }, stops)).toBe('END')
+    expect(stopOf({ finish_reason: 'stop', stop_reason: '</s>' }, stops)).toBeNull()
+    expect(stopOf({ finish_reason: 'stop', stop_reason: 2 }, stops)).toBeNull()
+    expect(stopOf({ finish_reason: 'length', stop_reason: 'END' }, stops)).toBeNull()
+    expect(stopOf({ finish_reason: 'stop' }, stops)).toBeNull()
+    expect(stopOf({ finish_reason: 'stop', stop_reason: 'END' }, undefined)).toBeNull()
+  })
+  it('makes the stop reason stop_sequence; without one the finish reason decides', () => {
+    expect(toStop('stop', 'END')).toEqual({ stop_reason: 'stop_sequence', stop_sequence: 'END' })
+    expect(toStop('stop', null)).toEqual({ stop_reason: 'end_turn', stop_sequence: null })
+    expect(toStop('length', null)).toEqual({ stop_reason: 'max_tokens', stop_sequence: null })
+    expect(toStop(null, null)).toEqual({ stop_reason: 'end_turn', stop_sequence: null })
   })
 })
