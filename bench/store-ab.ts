@@ -14,6 +14,7 @@ import { request } from 'undici'
 // autocannon (its own process) for BENCH_AB_SECONDS (5) each, BENCH_AB_ROUNDS (6) rounds, the order
 // alternating. On a shared machine one run is noise: the medians and the per-round ratio are what to
 // read. Prints req/s, p50, p99 and the gateway's CPU µs per request.
+// BENCH_AB_VARIANTS adds SQLite gateways started with extra environment (see below).
 //   node bench/store-ab.ts
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -132,7 +133,7 @@ async function main(): Promise<void> {
     })
     children.push(up)
     await waitFor(`http://127.0.0.1:${upPort}/`).catch(() => undefined)
-    const gw = (name: string, db: string) =>
+    const gw = (name: string, db: string, extra: Record<string, string> = {}) =>
       start('src/server.ts', {
         GATEWAY_FILES_DIR: join(dir, `${name}-files`),
         GATEWAY_DATABASE_URL: db,
@@ -141,9 +142,21 @@ async function main(): Promise<void> {
         OPENAI_BASE_URL: `http://127.0.0.1:${upPort}/v1`,
         NODE_ENV: 'development',
         GATEWAY_CONFIG: config,
+        ...extra,
       }).then((t) => ({ name, ...t }))
     const targets = [await gw('memory', 'memory'), await gw('sqlite', `sqlite:${join(dir, 'junction.db')}`)]
     if (pgUrl) targets.push(await gw('postgres', pgUrl))
+    // BENCH_AB_VARIANTS: more SQLite gateways with extra environment, `name:K=V,K=V;name2:K=V`.
+    for (const v of (process.env['BENCH_AB_VARIANTS'] ?? '').split(';').filter(Boolean)) {
+      const [name, vars] = v.split(':') as [string, string]
+      const extra = Object.fromEntries(
+        (vars ?? '')
+          .split(',')
+          .filter(Boolean)
+          .map((kv) => kv.split('=')),
+      )
+      targets.push(await gw(name, `sqlite:${join(dir, `${name}.db`)}`, extra))
+    }
     for (const t of targets) await saturate(t.origin, t.pid, 2)
     const runs = new Map<string, Run[]>(targets.map((t) => [t.name, []]))
     for (let i = 0; i < rounds; i++) {
@@ -161,7 +174,11 @@ async function main(): Promise<void> {
     for (const [name, rs] of runs) {
       const ratios = rs.map((r, i) => r.rps / mem[i]!.rps)
       console.log(
-        `${name.padEnd(8)} ${median(rs.map((r) => r.rps)).toFixed(0).padStart(6)} req/s  p50 ${median(rs.map((r) => r.p50))} ms  p99 ${median(rs.map((r) => r.p99))} ms  CPU ${median(rs.map((r) => r.cpuUs)).toFixed(0)} µs/req  ÷memory ${median(ratios).toFixed(2)}×`,
+        `${name.padEnd(8)} ${median(rs.map((r) => r.rps))
+          .toFixed(0)
+          .padStart(
+            6,
+          )} req/s  p50 ${median(rs.map((r) => r.p50))} ms  p99 ${median(rs.map((r) => r.p99))} ms  CPU ${median(rs.map((r) => r.cpuUs)).toFixed(0)} µs/req  ÷memory ${median(ratios).toFixed(2)}×`,
       )
     }
   } finally {

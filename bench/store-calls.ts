@@ -26,7 +26,14 @@ if (limits) config.limits.defaultRateLimits = { requestsPerMinute: 1e9, tokensPe
 const log = pino({ level: 'silent' })
 
 async function run(store: Store): Promise<{ cpuUs: number; loopUs: number; wallMs: number }> {
-  const account = { id: 'bench', name: 'bench', createdAt: 0, discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} }
+  const account = {
+    id: 'bench',
+    name: 'bench',
+    createdAt: 0,
+    discountPpm: 0,
+    modelDiscountsPpm: {},
+    rateLimits: {},
+  }
   await store.accounts.create(account, 10n ** 24n)
   const deps = { store, config, log, stats: createMeteringStats() }
   let next = 0
@@ -57,14 +64,20 @@ async function run(store: Store): Promise<{ cpuUs: number; loopUs: number; wallM
       streamed: false,
       finishReason: 'stop',
       cancelled: false,
-      costSource: 'usage' as const,
+      costSource: 'upstream' as const,
       usage,
       upstreamCost: 26n,
       discountPpm: 0,
       discount: 0n,
       cost: 26n,
     }
-    await settle(deps, { reservation: a.reservation, record, held: a.reservation.amount, tokenEstimate: a.tokenEstimate, now })
+    await settle(deps, {
+      reservation: a.reservation,
+      record,
+      held: a.reservation.amount,
+      tokenEstimate: a.tokenEstimate,
+      now,
+    })
   }
   const loop = async (): Promise<void> => {
     while (next < total) await one(next++)

@@ -75,6 +75,8 @@ export interface SqliteStoreOptions {
    * `store_unavailable`. A call not yet begun by then is never run; a commit is not begun after it.
    */
   timeoutMs?: number
+  /** Batches of calls sent to the database thread before the first is answered (default 2). */
+  maxBatchesInFlight?: number
   /** Told of each message sent to the database thread, with the number of calls it carries. */
   onBatch?: (calls: number) => void
   /** Told when the database thread died (it is started again `restartInMs` later). */
