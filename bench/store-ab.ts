@@ -51,8 +51,9 @@ async function waitFor(url: string): Promise<void> {
 
 async function start(script: string, env: Record<string, string>): Promise<{ origin: string; pid: number }> {
   const port = await freePort()
+  // ROOT in a variant's environment: another checkout's gateway (main, to compare against).
   const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script], {
-    cwd: root,
+    cwd: env['ROOT'] ?? root,
     env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   })
@@ -146,7 +147,8 @@ async function main(): Promise<void> {
       }).then((t) => ({ name, ...t }))
     const targets = [await gw('memory', 'memory'), await gw('sqlite', `sqlite:${join(dir, 'junction.db')}`)]
     if (pgUrl) targets.push(await gw('postgres', pgUrl))
-    // BENCH_AB_VARIANTS: more SQLite gateways with extra environment, `name:K=V,K=V;name2:K=V`.
+    // BENCH_AB_VARIANTS: more SQLite gateways with extra environment, `name:K=V,K=V;name2:K=V` (ROOT=dir:
+    // the gateway of another checkout).
     for (const v of (process.env['BENCH_AB_VARIANTS'] ?? '').split(';').filter(Boolean)) {
       const [name, vars] = v.split(':') as [string, string]
       const extra = Object.fromEntries(

@@ -5,10 +5,11 @@ import {
   FALLBACK_CHECKPOINT_PAGES,
   KEY_CACHE,
   openSqliteDatabase,
+  SETTLED_AS_GIVEN,
   startCheckpointer,
   type SqliteStoreOptions,
 } from './sqlite.ts'
-import type { Account, Store } from './types.ts'
+import type { Account, GenerationRecord, Store } from './types.ts'
 
 // The SQLite store as the event loop sees it. Every statement runs in one database thread
 // (sqlite-worker.ts, with sqlite.ts's store on its own connection), so a disk that stalls blocks that
@@ -281,7 +282,12 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   return {
     accounts,
     files: forward('files'),
-    ledger: forward('ledger'),
+    ledger: forward<Store['ledger']>('ledger', {
+      async settle(ref, input, limit) {
+        const charged = await call('ledger', 'settle', [ref, input, limit])
+        return charged === SETTLED_AS_GIVEN ? input : (charged as GenerationRecord | null)
+      },
+    }),
     generations: forward('generations'),
     rateLimits: forward('rateLimits'),
     appliedConfig: forward('appliedConfig'),

@@ -100,6 +100,12 @@ export interface SqliteEngine extends Store {
 
 const DAY_MS = 86_400_000
 
+/**
+ * What the database thread answers for a `ledger.settle` that charged the record it was given,
+ * unchanged: the event loop's side returns its own copy rather than receiving the record back.
+ */
+export const SETTLED_AS_GIVEN = 'settled-as-given'
+
 interface AccountRow {
   id: string
   name: string
@@ -290,6 +296,8 @@ export function openSqliteStore(
     resolve: (value: unknown) => void
     reject: (err: unknown) => void
     deadline: number
+    /** False for a read: nothing of it to undo, so no savepoint around it. */
+    savepoint: boolean
   }
   let queue: QueuedWrite[] = []
   let scheduled = false
@@ -308,6 +316,15 @@ export function openSqliteStore(
     try {
       sql('BEGIN IMMEDIATE').run()
       for (const w of batch) {
+        if (!w.savepoint) {
+          try {
+            outcomes.push({ ok: true, value: w.fn() })
+          } catch (err) {
+            if (isDatabaseError(err)) throw err
+            outcomes.push({ ok: false, value: err })
+          }
+          continue
+        }
         sql('SAVEPOINT op').run()
         try {
           outcomes.push({ ok: true, value: w.fn() })
@@ -340,14 +357,20 @@ export function openSqliteStore(
     })
   }
   /** Runs `fn` atomically in the next group commit; database failures become `store_unavailable`. */
-  const tx = <T>(fn: () => T): Promise<T> =>
+  const tx = <T>(fn: () => T, savepoint = true): Promise<T> =>
     new Promise<T>((resolve, reject) => {
-      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject, deadline })
+      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject, deadline, savepoint })
       if (!scheduled) {
         scheduled = true
         setImmediate(flush)
       }
     })
+  /**
+   * A read of several statements, one snapshot: it joins the next group commit (no savepoint, no
+   * transaction of its own: one lock per batch rather than a BEGIN … COMMIT per read). Its caller
+   * waits for that commit, which in the database thread it does anyway (a batch is answered whole).
+   */
+  const txRead = <T>(fn: () => T): Promise<T> => tx(fn, false)
   /** A single read statement (a snapshot by itself); database failures become `store_unavailable`. */
   const read = <T>(fn: () => T): T => {
     try {
@@ -521,15 +544,9 @@ export function openSqliteStore(
 
   const ledger: LedgerStore = {
     async credits(accountId, now) {
-      // Two statements, one snapshot: a read transaction.
-      return read(() => {
-        sql('BEGIN').run()
-        try {
-          return creditsOf(accountId, now)
-        } finally {
-          sql('COMMIT').run()
-        }
-      })
+      // Two statements, one snapshot: read within the group commit (admission asks this of every
+      // request before its body).
+      return txRead(() => creditsOf(accountId, now))
     },
     async addCredits(accountId, amount, now) {
       return tx(() => {
