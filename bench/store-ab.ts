@@ -24,6 +24,7 @@ const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 50)
 const pgUrl = process.env['BENCH_PG_URL']
 const body = JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }] })
 const children: ChildProcess[] = []
+const elu = new Map<string, string>()
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -55,9 +56,10 @@ async function start(script: string, env: Record<string, string>): Promise<{ ori
   const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script], {
     cwd: env['ROOT'] ?? root,
     env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', 'ignore', process.env['DBG_ELU'] ? 'pipe' : 'inherit'],
   })
   children.push(proc)
+  proc.stderr?.on('data', (b: Buffer) => { for (const l of b.toString().split('\n')) if (l.startsWith('ELU')) elu.set(env['GATEWAY_DATABASE_URL']!.slice(0, 6), l) })
   const origin = `http://127.0.0.1:${port}`
   await waitFor(`${origin}/healthz`)
   return { origin, pid: proc.pid! }
@@ -143,6 +145,7 @@ async function main(): Promise<void> {
         OPENAI_BASE_URL: `http://127.0.0.1:${upPort}/v1`,
         NODE_ENV: 'development',
         GATEWAY_CONFIG: config,
+        DBG_ELU: process.env['DBG_ELU'] ?? '',
         ...extra,
       }).then((t) => ({ name, ...t }))
     const targets = [await gw('memory', 'memory'), await gw('sqlite', `sqlite:${join(dir, 'junction.db')}`)]
@@ -166,6 +169,7 @@ async function main(): Promise<void> {
       for (const t of order) {
         const r = await saturate(t.origin, t.pid, seconds)
         runs.get(t.name)!.push(r)
+        if (process.env['DBG_ELU']) console.log([...elu].join(' '))
         console.log(
           `round ${i + 1} ${t.name.padEnd(8)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  CPU ${r.cpuUs.toFixed(0)} µs/req${r.bad ? `  failures ${r.bad}` : ''}`,
         )

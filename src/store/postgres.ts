@@ -1,3 +1,4 @@
+import { composeAdmission } from './admission.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
@@ -17,6 +18,7 @@ import type {
   GenerationStore,
   LedgerStore,
   RateDecision,
+  AdmissionStore,
   RateLimitStore,
   Store,
 } from './types.ts'
@@ -157,6 +159,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
+    admission: createAdmission(query, rateLimits),
     ...createPostgresTaskStores(query, transaction),
     responses: createPostgresResponseStore(query),
     async ping() {
@@ -709,4 +712,9 @@ function createRateLimits(query: Query): RateLimitStore {
       )
     },
   }
+}
+
+/** AdmissionStore: for now the two calls in a row (the same round trips as before). */
+function createAdmission(query: Query, rateLimits: RateLimitStore): AdmissionStore {
+  return composeAdmission(createLedger(query), rateLimits)
 }

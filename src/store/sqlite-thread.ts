@@ -290,6 +290,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     }),
     generations: forward('generations'),
     rateLimits: forward('rateLimits'),
+    admission: forward('admission'),
     appliedConfig: forward('appliedConfig'),
     tasks: forward('tasks'),
     outputs: forward('outputs'),

@@ -14,13 +14,17 @@ import { createSqliteResponseStore } from './responses.ts'
 import type {
   Account,
   AccountStore,
+  AdmissionStore,
   ApiKeyRecord,
   AppliedConfigStore,
   Credits,
   GenerationRecord,
   GenerationStore,
   LedgerStore,
+  RateCheck,
+  RateDecision,
   RateLimitStore,
+  Reservation,
   Store,
 } from './types.ts'
 
@@ -542,6 +546,33 @@ export function openSqliteStore(
     },
   }
 
+  /** LedgerStore.reserve, inside a transaction. */
+  const reserveNow = (
+    accountId: string,
+    id: string,
+    upperBound: bigint,
+    now: number,
+    ttlMs: number,
+  ): Reservation | null => {
+    const b = balanceOf(accountId)
+    if (!b) return null
+    // Expired holds (their request crashed or hung) stop counting; drop them while here.
+    run('DELETE FROM reservations WHERE account_id = ? AND expires_at <= ?', accountId, now)
+    const available = BigInt(b.credits) - BigInt(b.usage) - reservedOf(accountId, now)
+    if (available <= 0n) return null
+    const amount = upperBound < available ? upperBound : available
+    const expiresAt = now + ttlMs
+    run(
+      `INSERT INTO reservations (account_id, id, amount, expires_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at`,
+      accountId,
+      id,
+      amount.toString(),
+      expiresAt,
+    )
+    return { id, accountId, amount, expiresAt }
+  }
+
   const ledger: LedgerStore = {
     async credits(accountId, now) {
       // Two statements, one snapshot: read within the group commit (admission asks this of every
@@ -560,25 +591,7 @@ export function openSqliteStore(
       })
     },
     async reserve(accountId, id, upperBound, now, ttlMs) {
-      return tx(() => {
-        const b = balanceOf(accountId)
-        if (!b) return null
-        // Expired holds (their request crashed or hung) stop counting; drop them while here.
-        run('DELETE FROM reservations WHERE account_id = ? AND expires_at <= ?', accountId, now)
-        const available = BigInt(b.credits) - BigInt(b.usage) - reservedOf(accountId, now)
-        if (available <= 0n) return null
-        const amount = upperBound < available ? upperBound : available
-        const expiresAt = now + ttlMs
-        run(
-          `INSERT INTO reservations (account_id, id, amount, expires_at) VALUES (?, ?, ?, ?)
-           ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at`,
-          accountId,
-          id,
-          amount.toString(),
-          expiresAt,
-        )
-        return { id, accountId, amount, expiresAt }
-      })
+      return tx(() => reserveNow(accountId, id, upperBound, now, ttlMs))
     },
     async renew(ref, now, ttlMs) {
       return tx(
@@ -689,55 +702,79 @@ export function openSqliteStore(
     },
   }
 
+  /** RateLimitStore.consume, inside a transaction. */
+  const consumeNow = (
+    checks: readonly RateCheck[],
+    windowMs: number,
+    now: number,
+  ): { allowed: boolean; decisions: RateDecision[] } => {
+    if (checks.length === 0) return { allowed: true, decisions: [] }
+    // The same sliding one-window counters as the memory store, loaded and written back here.
+    const windows = new Map<string, WindowRow>()
+    const windowOf = (key: string): WindowRow => {
+      let w = windows.get(key)
+      if (w) return w
+      const start = now - (now % windowMs)
+      w = get<WindowRow>('SELECT start, current, previous, window_ms FROM rate_windows WHERE key = ?', key)
+      w = w ? { ...w } : { start, current: 0, previous: 0, window_ms: windowMs }
+      if (w.start !== start) {
+        w.previous = start - w.start === windowMs ? w.current : 0
+        w.current = 0
+        w.start = start
+      }
+      w.window_ms = windowMs
+      windows.set(key, w)
+      return w
+    }
+    const pending = new Map<string, number>()
+    const seen = checks.map((check) => {
+      const w = windowOf(check.key)
+      const weight = 1 - (now - w.start) / windowMs
+      const before = pending.get(check.key) ?? 0
+      const used = Math.ceil(w.previous * weight) + w.current + before
+      pending.set(check.key, before + check.amount)
+      return { check, w, used, fits: used + check.amount <= check.limit }
+    })
+    const allowed = seen.every((s) => s.fits)
+    if (allowed) for (const s of seen) s.w.current += s.check.amount
+    for (const [key, w] of windows) writeWindow(key, w)
+    return {
+      allowed,
+      decisions: seen.map(({ check, w, used, fits }) => ({
+        allowed: fits,
+        limit: check.limit,
+        remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
+        resetAt: w.start + windowMs,
+      })),
+    }
+  }
+
+  // One store call, one savepoint in the group commit, for each step of a request's admission.
+  const admission: AdmissionStore = {
+    async beforeBody(accountId, checks, windowMs, now, credits) {
+      return tx(() => {
+        const { allowed, decisions } = consumeNow(checks, windowMs, now)
+        if (!allowed || !credits) return { allowed, decisions, hasCredits: null }
+        const c = creditsOf(accountId, now)
+        return { allowed, decisions, hasCredits: c.totalCredits - c.totalUsage - c.reserved > 0n }
+      }, checks.length > 0)
+    },
+    async reserve(checks, windowMs, accountId, id, upperBound, now, ttlMs) {
+      return tx(() => {
+        const { allowed, decisions } = consumeNow(checks, windowMs, now)
+        if (!allowed) return { allowed, decisions, reservation: null }
+        return { allowed, decisions, reservation: reserveNow(accountId, id, upperBound, now, ttlMs) }
+      })
+    },
+  }
+
   const rateLimits: RateLimitStore = {
     async sweep(now) {
       await tx(() => run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now))
     },
     async consume(checks, windowMs, now) {
       if (checks.length === 0) return { allowed: true, decisions: [] }
-      return tx(() => {
-        // The same sliding one-window counters as the memory store, loaded and written back here.
-        const windows = new Map<string, WindowRow>()
-        const windowOf = (key: string): WindowRow => {
-          let w = windows.get(key)
-          if (w) return w
-          const start = now - (now % windowMs)
-          w = get<WindowRow>(
-            'SELECT start, current, previous, window_ms FROM rate_windows WHERE key = ?',
-            key,
-          )
-          w = w ? { ...w } : { start, current: 0, previous: 0, window_ms: windowMs }
-          if (w.start !== start) {
-            w.previous = start - w.start === windowMs ? w.current : 0
-            w.current = 0
-            w.start = start
-          }
-          w.window_ms = windowMs
-          windows.set(key, w)
-          return w
-        }
-        const pending = new Map<string, number>()
-        const seen = checks.map((check) => {
-          const w = windowOf(check.key)
-          const weight = 1 - (now - w.start) / windowMs
-          const before = pending.get(check.key) ?? 0
-          const used = Math.ceil(w.previous * weight) + w.current + before
-          pending.set(check.key, before + check.amount)
-          return { check, w, used, fits: used + check.amount <= check.limit }
-        })
-        const allowed = seen.every((s) => s.fits)
-        if (allowed) for (const s of seen) s.w.current += s.check.amount
-        for (const [key, w] of windows) writeWindow(key, w)
-        return {
-          allowed,
-          decisions: seen.map(({ check, w, used, fits }) => ({
-            allowed: fits,
-            limit: check.limit,
-            remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
-            resetAt: w.start + windowMs,
-          })),
-        }
-      })
+      return tx(() => consumeNow(checks, windowMs, now))
     },
     async adjust(key, delta, windowMs, now) {
       await tx(() => {
@@ -926,6 +963,7 @@ export function openSqliteStore(
     ledger,
     generations,
     rateLimits,
+    admission,
     appliedConfig,
     ...createSqliteTaskStores({ get, all, run, tx, read }),
     responses: createSqliteResponseStore({ get, all, run, tx, read }),
