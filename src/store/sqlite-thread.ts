@@ -58,7 +58,7 @@ const copyAccount = (a: Account): Account => ({
 })
 
 /** Batches sent to the thread before the first is answered (SqliteStoreOptions.maxBatchesInFlight). */
-export const MAX_BATCHES_IN_FLIGHT = Number(process.env['JUNCTION_SQLITE_INFLIGHT'] ?? 2)
+export const MAX_BATCHES_IN_FLIGHT = 2
 
 export function createSqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000
