@@ -59,7 +59,10 @@ async function start(script: string, env: Record<string, string>): Promise<{ ori
     stdio: ['ignore', 'ignore', process.env['DBG_ELU'] ? 'pipe' : 'inherit'],
   })
   children.push(proc)
-  proc.stderr?.on('data', (b: Buffer) => { for (const l of b.toString().split('\n')) if (l.startsWith('ELU')) elu.set(env['GATEWAY_DATABASE_URL']!.slice(0, 6), l) })
+  proc.stderr?.on('data', (b: Buffer) => {
+    for (const l of b.toString().split('\n'))
+      if (l.startsWith('ELU')) elu.set(env['GATEWAY_DATABASE_URL']!.slice(0, 6), l)
+  })
   const origin = `http://127.0.0.1:${port}`
   await waitFor(`${origin}/healthz`)
   return { origin, pid: proc.pid! }
