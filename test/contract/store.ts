@@ -653,8 +653,13 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(
           (await store.rateLimits.consume([{ key: other, amount: 1, limit: 1 }], MINUTE, 5)).allowed,
         ).toBe(false)
-        // An unknown account has nothing.
+        // An unknown account has nothing, with limits or without.
         expect((await store.admission.beforeBody(uid('nobody'), [], MINUTE, 5, true)).hasCredits).toBe(false)
+        const anyLimit = [{ key: uid('rpm'), amount: 1, limit: 5 }]
+        expect(await store.admission.beforeBody(uid('nobody'), anyLimit, MINUTE, 5, true)).toMatchObject({
+          allowed: true,
+          hasCredits: false,
+        })
       })
 
       it('reserve holds only when the limits allow it, and a refused hold still counts', async () => {
