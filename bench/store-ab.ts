@@ -130,7 +130,12 @@ async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'junction-ab-'))
   try {
     const config = join(dir, 'gateway.json')
-    await writeFile(config, JSON.stringify({ providers: { openai: { kind: 'openai-compat' } } }))
+    // BENCH_AB_LIMITS=1: every account has requests- and tokens-per-minute limits (never reached).
+    const limits =
+      process.env['BENCH_AB_LIMITS'] === '1'
+        ? { limits: { rateLimits: { requestsPerMinute: 1e9, tokensPerMinute: 1e12 } } }
+        : {}
+    await writeFile(config, JSON.stringify({ providers: { openai: { kind: 'openai-compat' } }, ...limits }))
     const upPort = await freePort()
     const up = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'bench/fake-upstream.ts'], {
       cwd: root,
