@@ -107,9 +107,19 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
     checks.push({ key: rpmKey(r.account.id), amount: 1, limit: rpmLimit })
   if (tpmLimit !== undefined)
     checks.push({ key: tpmKey(r.account.id), amount: r.tokenEstimate, limit: tpmLimit })
+  const discountPpm = r.discountPpm ?? discountFor(r.account, r.slug)
+  // One store call: the limits, then (when they allow it) the hold.
+  const { allowed, decisions, reservation } = await store.admission.reserve(
+    checks,
+    RATE_WINDOW_MS,
+    r.account.id,
+    r.generationId,
+    r.costBound - applyPpm(r.costBound, discountPpm),
+    r.now,
+    r.ttlMs,
+  )
   let headers: Record<string, string> = {}
   if (checks.length > 0) {
-    const { allowed, decisions } = await store.rateLimits.consume(checks, RATE_WINDOW_MS, r.now)
     if (!allowed) {
       const i = decisions.findIndex((d) => !d.allowed)
       const refused = decisions[i] ?? (decisions[0] as RateDecision)
@@ -119,14 +129,6 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
     if (rpmLimit === undefined || r.requestCounted !== true)
       headers = rateHeaders(decisions[0] as RateDecision, r.now)
   }
-  const discountPpm = r.discountPpm ?? discountFor(r.account, r.slug)
-  const reservation = await store.ledger.reserve(
-    r.account.id,
-    r.generationId,
-    r.costBound - applyPpm(r.costBound, discountPpm),
-    r.now,
-    r.ttlMs,
-  )
   if (!reservation) throw new GatewayError('insufficient_credits', 'the account has no credits left')
   return { reservation, discountPpm, tokenEstimate: tpmLimit === undefined ? null : r.tokenEstimate, headers }
 }
@@ -149,20 +151,22 @@ export async function admitRequest(
   check: { credits: boolean } = { credits: true },
 ): Promise<RequestAdmission> {
   const limit = account.rateLimits.requestsPerMinute ?? deps.config.limits.defaultRateLimits.requestsPerMinute
+  if (limit === undefined && !check.credits) return { headers: {} }
+  // One store call: the limit, then (when it allows the request) whether anything is left to hold.
+  const { allowed, decisions, hasCredits } = await deps.store.admission.beforeBody(
+    account.id,
+    limit === undefined ? [] : [{ key: rpmKey(account.id), amount: 1, limit }],
+    RATE_WINDOW_MS,
+    now,
+    check.credits,
+  )
   let headers: Record<string, string> = {}
   if (limit !== undefined) {
-    const { allowed, decisions } = await deps.store.rateLimits.consume(
-      [{ key: rpmKey(account.id), amount: 1, limit }],
-      RATE_WINDOW_MS,
-      now,
-    )
     const d = decisions[0] as RateDecision
     if (!allowed) throw rateLimited('requests', d, now)
     headers = rateHeaders(d, now)
   }
-  if (!check.credits) return { headers }
-  const c = await deps.store.ledger.credits(account.id, now)
-  if (c.totalCredits - c.totalUsage - c.reserved <= 0n) {
+  if (hasCredits === false) {
     throw new GatewayError('insufficient_credits', 'the account has no credits left')
   }
   return { headers }

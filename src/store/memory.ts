@@ -1,3 +1,4 @@
+import { composeAdmission } from './admission.ts'
 import { capCharge, chargeCeiling } from '../billing/overage.ts'
 import { createMemoryFileStore } from './files.ts'
 import { createMemoryTaskStores } from './tasks-memory.ts'
@@ -63,6 +64,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): Store {
     ledger,
     generations,
     rateLimits,
+    admission: composeAdmission(ledger, rateLimits),
     appliedConfig: {
       async get(accountId) {
         return applied.get(accountId) ?? null

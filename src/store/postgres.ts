@@ -1,3 +1,4 @@
+import { composeAdmission } from './admission.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
@@ -17,6 +18,7 @@ import type {
   GenerationStore,
   LedgerStore,
   RateDecision,
+  AdmissionStore,
   RateLimitStore,
   Store,
 } from './types.ts'
@@ -157,6 +159,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
+    admission: createAdmission(query, rateLimits),
     ...createPostgresTaskStores(query, transaction),
     responses: createPostgresResponseStore(query),
     async ping() {
@@ -708,5 +711,52 @@ function createRateLimits(query: Query): RateLimitStore {
         [key, windowMs, start, delta],
       )
     },
+  }
+}
+
+/**
+ * AdmissionStore. Before the body: one round trip, the limits counted by junction_consume and the
+ * balance read in the same statement (a read: whether anything is left is judged again, exactly, by the
+ * hold). The hold itself: the two calls in a row, as before (junction_consume commits without waiting for
+ * the disk, which a hold in the same transaction must not).
+ */
+function createAdmission(query: Query, rateLimits: RateLimitStore): AdmissionStore {
+  const composed = composeAdmission(createLedger(query), rateLimits)
+  return {
+    async beforeBody(accountId, checks, windowMs, now, credits) {
+      if (checks.length === 0 || !credits)
+        return composed.beforeBody(accountId, checks, windowMs, now, credits)
+      const { rows } = await query<{ fits: boolean; used: string; has: boolean | null }>(
+        `SELECT c.fits, c.used,
+           (SELECT l.credits - l.usage - coalesce((SELECT sum(r.amount) FROM reservations r
+              WHERE r.account_id = l.account_id AND r.expires_at > $5), 0) > 0
+            FROM ledger l WHERE l.account_id = $6) AS has
+         FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5) c`,
+        [
+          checks.map((c) => c.key),
+          checks.map((c) => c.amount),
+          checks.map((c) => c.limit),
+          windowMs,
+          now,
+          accountId,
+        ],
+      )
+      const allowed = rows.every((r) => r.fits)
+      const resetAt = now - (now % windowMs) + windowMs
+      return {
+        allowed,
+        decisions: checks.map((check, i): RateDecision => {
+          const used = Number(rows[i]!.used)
+          return {
+            allowed: rows[i]!.fits,
+            limit: check.limit,
+            remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
+            resetAt,
+          }
+        }),
+        hasCredits: allowed ? rows[0]!.has === true : null,
+      }
+    },
+    reserve: composed.reserve,
   }
 }

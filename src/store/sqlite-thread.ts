@@ -5,17 +5,21 @@ import {
   FALLBACK_CHECKPOINT_PAGES,
   KEY_CACHE,
   openSqliteDatabase,
+  SETTLED_AS_GIVEN,
   startCheckpointer,
   type SqliteStoreOptions,
 } from './sqlite.ts'
-import type { Account, Store } from './types.ts'
+import type { Account, GenerationRecord, Store } from './types.ts'
 
 // The SQLite store as the event loop sees it. Every statement runs in one database thread
 // (sqlite-worker.ts, with sqlite.ts's store on its own connection), so a disk that stalls blocks that
 // thread, never the event loop: `/healthz` and everything not waiting on the database go on.
 //
-// Calls travel in batches, one message each way, and one batch at a time: the calls of one turn of the
-// event loop form a batch, and while one is in the thread the next gathers every call made meanwhile.
+// Calls travel in batches, one message each way: the calls of one turn of the event loop form a batch.
+// Up to MAX_BATCHES_IN_FLIGHT (2) batches are in the thread at once, so the calls of the next turn need
+// not wait a whole round trip behind the batch being run; past that the next batch gathers every call
+// made meanwhile. The thread answers in order, and a call that depends on another's answer is only made
+// once it has it, so a batch sent early changes no outcome.
 // The thread runs a batch's writes as one group commit, as before (sqlite.ts). At low load a call
 // waits one round trip; under load the batches grow instead of the messages multiplying (a message
 // costs the event loop a thread wake-up and a copy: one per request measurably cut throughput).
@@ -53,6 +57,9 @@ const copyAccount = (a: Account): Account => ({
   rateLimits: { ...a.rateLimits },
 })
 
+/** Batches sent to the thread before the first is answered (SqliteStoreOptions.maxBatchesInFlight). */
+export const MAX_BATCHES_IN_FLIGHT = 2
+
 export function createSqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000
   const timeoutMs = options.timeoutMs ?? 5000
@@ -75,8 +82,9 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   let queue: PendingCall[] = []
   let scheduled = false
   let nextId = 0
-  /** The batch in the thread. */
-  let inFlight: { id: number; calls: PendingCall[]; timer: NodeJS.Timeout } | undefined
+  /** The batches in the thread, by id (at most `maxInFlight`). */
+  const inFlight = new Map<number, { calls: PendingCall[]; timer: NodeJS.Timeout }>()
+  const maxInFlight = Math.max(1, options.maxBatchesInFlight ?? MAX_BATCHES_IN_FLIGHT)
   /** Told when nothing is queued or in the thread (close waits for it). */
   let onIdle: (() => void) | undefined
   const unavailable = (message: string, cause?: unknown): GatewayError =>
@@ -96,12 +104,12 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   }
   const settled = (): void => {
     if (queue.length > 0) schedule()
-    else if (!inFlight) onIdle?.()
+    else if (inFlight.size === 0) onIdle?.()
   }
 
   const send = (): void => {
     scheduled = false
-    if (inFlight || queue.length === 0) return
+    if (inFlight.size >= maxInFlight || queue.length === 0) return
     const calls = queue
     queue = []
     if (dead) {
@@ -119,15 +127,14 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     const id = ++nextId
     const timer = setTimeout(
       () => {
-        if (inFlight?.id !== id) return
-        inFlight = undefined
+        if (!inFlight.delete(id)) return
         const err = unavailable(`the state store did not answer within ${timeoutMs} ms`)
         for (const c of calls) c.reject(err)
         settled()
       },
       Math.max(0, remainingMs),
     )
-    inFlight = { id, calls, timer }
+    inFlight.set(id, { calls, timer })
     const message: WorkerRequest = {
       type: 'batch',
       id,
@@ -140,7 +147,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     } catch (err) {
       // An argument that cannot be copied to the thread (a programming error): fail each call whose
       // own arguments cannot, send the others.
-      inFlight = undefined
+      inFlight.delete(id)
       clearTimeout(timer)
       const ok: PendingCall[] = []
       for (const c of calls) {
@@ -169,9 +176,10 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     }
     // Another id: a batch past its deadline, whose callers were answered already (the thread ran none
     // of it).
-    if (inFlight?.id !== reply.id) return
-    const { calls, timer } = inFlight
-    inFlight = undefined
+    const batch = inFlight.get(reply.id)
+    if (!batch) return
+    inFlight.delete(reply.id)
+    const { calls, timer } = batch
     clearTimeout(timer)
     reply.results.forEach((r, i) => {
       const c = calls[i]!
@@ -199,9 +207,9 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       if (gone) return
       gone = true
       dead = err
-      const lostCalls = [...(inFlight?.calls ?? []), ...queue]
-      if (inFlight) clearTimeout(inFlight.timer)
-      inFlight = undefined
+      const lostCalls = [...[...inFlight.values()].flatMap((b) => b.calls), ...queue]
+      for (const b of inFlight.values()) clearTimeout(b.timer)
+      inFlight.clear()
       queue = []
       for (const c of lostCalls) c.reject(unavailable('the state store is unavailable', err))
       onIdle?.()
@@ -230,7 +238,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
         return
       }
       queue.push({ ns, method, args, resolve, reject, since: performance.now() })
-      if (!inFlight) schedule()
+      if (inFlight.size < maxInFlight) schedule()
     })
 
   const checkpointer = checkpointing
@@ -274,9 +282,15 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   return {
     accounts,
     files: forward('files'),
-    ledger: forward('ledger'),
+    ledger: forward<Store['ledger']>('ledger', {
+      async settle(ref, input, limit) {
+        const charged = await call('ledger', 'settle', [ref, input, limit])
+        return charged === SETTLED_AS_GIVEN ? input : (charged as GenerationRecord | null)
+      },
+    }),
     generations: forward('generations'),
     rateLimits: forward('rateLimits'),
+    admission: forward('admission'),
     appliedConfig: forward('appliedConfig'),
     tasks: forward('tasks'),
     outputs: forward('outputs'),
@@ -303,7 +317,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       clearTimeout(restartTimer)
       closing = true
       // What was asked before is answered (or times out) first.
-      if (inFlight || queue.length > 0) await new Promise<void>((resolve) => (onIdle = resolve))
+      if (inFlight.size > 0 || queue.length > 0) await new Promise<void>((resolve) => (onIdle = resolve))
       if (dead) return
       const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
       worker.postMessage({ type: 'close' } satisfies WorkerRequest)

@@ -14,13 +14,17 @@ import { createSqliteResponseStore } from './responses.ts'
 import type {
   Account,
   AccountStore,
+  AdmissionStore,
   ApiKeyRecord,
   AppliedConfigStore,
   Credits,
   GenerationRecord,
   GenerationStore,
   LedgerStore,
+  RateCheck,
+  RateDecision,
   RateLimitStore,
+  Reservation,
   Store,
 } from './types.ts'
 
@@ -75,6 +79,8 @@ export interface SqliteStoreOptions {
    * `store_unavailable`. A call not yet begun by then is never run; a commit is not begun after it.
    */
   timeoutMs?: number
+  /** Batches of calls sent to the database thread before the first is answered (default 2). */
+  maxBatchesInFlight?: number
   /** Told of each message sent to the database thread, with the number of calls it carries. */
   onBatch?: (calls: number) => void
   /** Told when the database thread died (it is started again `restartInMs` later). */
@@ -97,6 +103,12 @@ export interface SqliteEngine extends Store {
 }
 
 const DAY_MS = 86_400_000
+
+/**
+ * What the database thread answers for a `ledger.settle` that charged the record it was given,
+ * unchanged: the event loop's side returns its own copy rather than receiving the record back.
+ */
+export const SETTLED_AS_GIVEN = 'settled-as-given'
 
 interface AccountRow {
   id: string
@@ -288,6 +300,8 @@ export function openSqliteStore(
     resolve: (value: unknown) => void
     reject: (err: unknown) => void
     deadline: number
+    /** False for a read: nothing of it to undo, so no savepoint around it. */
+    savepoint: boolean
   }
   let queue: QueuedWrite[] = []
   let scheduled = false
@@ -306,6 +320,15 @@ export function openSqliteStore(
     try {
       sql('BEGIN IMMEDIATE').run()
       for (const w of batch) {
+        if (!w.savepoint) {
+          try {
+            outcomes.push({ ok: true, value: w.fn() })
+          } catch (err) {
+            if (isDatabaseError(err)) throw err
+            outcomes.push({ ok: false, value: err })
+          }
+          continue
+        }
         sql('SAVEPOINT op').run()
         try {
           outcomes.push({ ok: true, value: w.fn() })
@@ -338,14 +361,20 @@ export function openSqliteStore(
     })
   }
   /** Runs `fn` atomically in the next group commit; database failures become `store_unavailable`. */
-  const tx = <T>(fn: () => T): Promise<T> =>
+  const tx = <T>(fn: () => T, savepoint = true): Promise<T> =>
     new Promise<T>((resolve, reject) => {
-      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject, deadline })
+      queue.push({ fn, resolve: resolve as (value: unknown) => void, reject, deadline, savepoint })
       if (!scheduled) {
         scheduled = true
         setImmediate(flush)
       }
     })
+  /**
+   * A read of several statements, one snapshot: it joins the next group commit (no savepoint, no
+   * transaction of its own: one lock per batch rather than a BEGIN … COMMIT per read). Its caller
+   * waits for that commit, which in the database thread it does anyway (a batch is answered whole).
+   */
+  const txRead = <T>(fn: () => T): Promise<T> => tx(fn, false)
   /** A single read statement (a snapshot by itself); database failures become `store_unavailable`. */
   const read = <T>(fn: () => T): T => {
     try {
@@ -517,17 +546,38 @@ export function openSqliteStore(
     },
   }
 
+  /** LedgerStore.reserve, inside a transaction. */
+  const reserveNow = (
+    accountId: string,
+    id: string,
+    upperBound: bigint,
+    now: number,
+    ttlMs: number,
+  ): Reservation | null => {
+    const b = balanceOf(accountId)
+    if (!b) return null
+    // Expired holds (their request crashed or hung) stop counting; drop them while here.
+    run('DELETE FROM reservations WHERE account_id = ? AND expires_at <= ?', accountId, now)
+    const available = BigInt(b.credits) - BigInt(b.usage) - reservedOf(accountId, now)
+    if (available <= 0n) return null
+    const amount = upperBound < available ? upperBound : available
+    const expiresAt = now + ttlMs
+    run(
+      `INSERT INTO reservations (account_id, id, amount, expires_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at`,
+      accountId,
+      id,
+      amount.toString(),
+      expiresAt,
+    )
+    return { id, accountId, amount, expiresAt }
+  }
+
   const ledger: LedgerStore = {
     async credits(accountId, now) {
-      // Two statements, one snapshot: a read transaction.
-      return read(() => {
-        sql('BEGIN').run()
-        try {
-          return creditsOf(accountId, now)
-        } finally {
-          sql('COMMIT').run()
-        }
-      })
+      // Two statements, one snapshot: read within the group commit (admission asks this of every
+      // request before its body).
+      return txRead(() => creditsOf(accountId, now))
     },
     async addCredits(accountId, amount, now) {
       return tx(() => {
@@ -541,25 +591,7 @@ export function openSqliteStore(
       })
     },
     async reserve(accountId, id, upperBound, now, ttlMs) {
-      return tx(() => {
-        const b = balanceOf(accountId)
-        if (!b) return null
-        // Expired holds (their request crashed or hung) stop counting; drop them while here.
-        run('DELETE FROM reservations WHERE account_id = ? AND expires_at <= ?', accountId, now)
-        const available = BigInt(b.credits) - BigInt(b.usage) - reservedOf(accountId, now)
-        if (available <= 0n) return null
-        const amount = upperBound < available ? upperBound : available
-        const expiresAt = now + ttlMs
-        run(
-          `INSERT INTO reservations (account_id, id, amount, expires_at) VALUES (?, ?, ?, ?)
-           ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at`,
-          accountId,
-          id,
-          amount.toString(),
-          expiresAt,
-        )
-        return { id, accountId, amount, expiresAt }
-      })
+      return tx(() => reserveNow(accountId, id, upperBound, now, ttlMs))
     },
     async renew(ref, now, ttlMs) {
       return tx(
@@ -670,55 +702,79 @@ export function openSqliteStore(
     },
   }
 
+  /** RateLimitStore.consume, inside a transaction. */
+  const consumeNow = (
+    checks: readonly RateCheck[],
+    windowMs: number,
+    now: number,
+  ): { allowed: boolean; decisions: RateDecision[] } => {
+    if (checks.length === 0) return { allowed: true, decisions: [] }
+    // The same sliding one-window counters as the memory store, loaded and written back here.
+    const windows = new Map<string, WindowRow>()
+    const windowOf = (key: string): WindowRow => {
+      let w = windows.get(key)
+      if (w) return w
+      const start = now - (now % windowMs)
+      w = get<WindowRow>('SELECT start, current, previous, window_ms FROM rate_windows WHERE key = ?', key)
+      w = w ? { ...w } : { start, current: 0, previous: 0, window_ms: windowMs }
+      if (w.start !== start) {
+        w.previous = start - w.start === windowMs ? w.current : 0
+        w.current = 0
+        w.start = start
+      }
+      w.window_ms = windowMs
+      windows.set(key, w)
+      return w
+    }
+    const pending = new Map<string, number>()
+    const seen = checks.map((check) => {
+      const w = windowOf(check.key)
+      const weight = 1 - (now - w.start) / windowMs
+      const before = pending.get(check.key) ?? 0
+      const used = Math.ceil(w.previous * weight) + w.current + before
+      pending.set(check.key, before + check.amount)
+      return { check, w, used, fits: used + check.amount <= check.limit }
+    })
+    const allowed = seen.every((s) => s.fits)
+    if (allowed) for (const s of seen) s.w.current += s.check.amount
+    for (const [key, w] of windows) writeWindow(key, w)
+    return {
+      allowed,
+      decisions: seen.map(({ check, w, used, fits }) => ({
+        allowed: fits,
+        limit: check.limit,
+        remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
+        resetAt: w.start + windowMs,
+      })),
+    }
+  }
+
+  // One store call, one savepoint in the group commit, for each step of a request's admission.
+  const admission: AdmissionStore = {
+    async beforeBody(accountId, checks, windowMs, now, credits) {
+      return tx(() => {
+        const { allowed, decisions } = consumeNow(checks, windowMs, now)
+        if (!allowed || !credits) return { allowed, decisions, hasCredits: null }
+        const c = creditsOf(accountId, now)
+        return { allowed, decisions, hasCredits: c.totalCredits - c.totalUsage - c.reserved > 0n }
+      }, checks.length > 0)
+    },
+    async reserve(checks, windowMs, accountId, id, upperBound, now, ttlMs) {
+      return tx(() => {
+        const { allowed, decisions } = consumeNow(checks, windowMs, now)
+        if (!allowed) return { allowed, decisions, reservation: null }
+        return { allowed, decisions, reservation: reserveNow(accountId, id, upperBound, now, ttlMs) }
+      })
+    },
+  }
+
   const rateLimits: RateLimitStore = {
     async sweep(now) {
       await tx(() => run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now))
     },
     async consume(checks, windowMs, now) {
       if (checks.length === 0) return { allowed: true, decisions: [] }
-      return tx(() => {
-        // The same sliding one-window counters as the memory store, loaded and written back here.
-        const windows = new Map<string, WindowRow>()
-        const windowOf = (key: string): WindowRow => {
-          let w = windows.get(key)
-          if (w) return w
-          const start = now - (now % windowMs)
-          w = get<WindowRow>(
-            'SELECT start, current, previous, window_ms FROM rate_windows WHERE key = ?',
-            key,
-          )
-          w = w ? { ...w } : { start, current: 0, previous: 0, window_ms: windowMs }
-          if (w.start !== start) {
-            w.previous = start - w.start === windowMs ? w.current : 0
-            w.current = 0
-            w.start = start
-          }
-          w.window_ms = windowMs
-          windows.set(key, w)
-          return w
-        }
-        const pending = new Map<string, number>()
-        const seen = checks.map((check) => {
-          const w = windowOf(check.key)
-          const weight = 1 - (now - w.start) / windowMs
-          const before = pending.get(check.key) ?? 0
-          const used = Math.ceil(w.previous * weight) + w.current + before
-          pending.set(check.key, before + check.amount)
-          return { check, w, used, fits: used + check.amount <= check.limit }
-        })
-        const allowed = seen.every((s) => s.fits)
-        if (allowed) for (const s of seen) s.w.current += s.check.amount
-        for (const [key, w] of windows) writeWindow(key, w)
-        return {
-          allowed,
-          decisions: seen.map(({ check, w, used, fits }) => ({
-            allowed: fits,
-            limit: check.limit,
-            remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
-            resetAt: w.start + windowMs,
-          })),
-        }
-      })
+      return tx(() => consumeNow(checks, windowMs, now))
     },
     async adjust(key, delta, windowMs, now) {
       await tx(() => {
@@ -907,6 +963,7 @@ export function openSqliteStore(
     ledger,
     generations,
     rateLimits,
+    admission,
     appliedConfig,
     ...createSqliteTaskStores({ get, all, run, tx, read }),
     responses: createSqliteResponseStore({ get, all, run, tx, read }),

@@ -241,6 +241,59 @@ export interface RateLimitStore {
   adjust(key: string, delta: number, windowMs: number, now: number): Promise<void>
 }
 
+/** What `AdmissionStore.beforeBody` found. */
+export interface BeforeBodyOutcome {
+  /** As `RateLimitStore.consume`. */
+  allowed: boolean
+  decisions: RateDecision[]
+  /**
+   * Whether the account has anything left to hold (credits − usage − open reservations above zero);
+   * null when the limits refused the request or credits were not asked for.
+   */
+  hasCredits: boolean | null
+}
+
+/** What `AdmissionStore.reserve` did. */
+export interface AdmitOutcome {
+  /** As `RateLimitStore.consume`. */
+  allowed: boolean
+  decisions: RateDecision[]
+  /** As `LedgerStore.reserve`; null too when the limits refused the request (nothing is held). */
+  reservation: Reservation | null
+}
+
+/**
+ * The steps of a request's admission, each one store call (one round trip, one transaction where the
+ * backend has them) instead of two in a row: the hot path of every request.
+ */
+export interface AdmissionStore {
+  /**
+   * Before the body: `rateLimits.consume(checks, windowMs, now)`, then, when that allowed the request
+   * and `credits` is true, whether `accountId` has anything left to hold. Like the two calls in a row:
+   * a request refused for credits still counts in the limits.
+   */
+  beforeBody(
+    accountId: string,
+    checks: readonly RateCheck[],
+    windowMs: number,
+    now: number,
+    credits: boolean,
+  ): Promise<BeforeBodyOutcome>
+  /**
+   * `rateLimits.consume(checks, windowMs, now)`, then, when that allowed the request,
+   * `ledger.reserve(accountId, id, upperBound, now, ttlMs)`. A request refused for credits still counts.
+   */
+  reserve(
+    checks: readonly RateCheck[],
+    windowMs: number,
+    accountId: string,
+    id: string,
+    upperBound: Money,
+    now: number,
+    ttlMs: number,
+  ): Promise<AdmitOutcome>
+}
+
 /**
  * The config file's values last applied to each account, as an opaque string (JSON) the caller
  * writes: at start, a field is applied only when the file changed it since (src/deps.ts).
@@ -256,6 +309,7 @@ export interface Store {
   ledger: LedgerStore
   generations: GenerationStore
   rateLimits: RateLimitStore
+  admission: AdmissionStore
   /** Without it, the config file's account fields are applied at every start (the file wins). */
   appliedConfig?: AppliedConfigStore
   /** Asynchronous predictions (store/tasks.ts): tasks, hosted outputs, webhook deliveries, secrets. */

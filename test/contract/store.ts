@@ -612,6 +612,133 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       })
     })
 
+    describe('admission', () => {
+      const TTL = 60_000
+
+      it('beforeBody counts the limit and says whether anything is left to hold', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const k = uid('rpm')
+        const check = [{ key: k, amount: 1, limit: 2 }]
+        expect(await store.admission.beforeBody(id, check, MINUTE, 0, true)).toEqual({
+          allowed: true,
+          decisions: [{ allowed: true, limit: 2, remaining: 1, resetAt: MINUTE }],
+          hasCredits: true,
+        })
+        // Credits not asked for: not answered.
+        expect((await store.admission.beforeBody(id, check, MINUTE, 1, false)).hasCredits).toBeNull()
+        // Past the limit: refused, nothing more is looked at.
+        expect(await store.admission.beforeBody(id, check, MINUTE, 2, true)).toEqual({
+          allowed: false,
+          decisions: [{ allowed: false, limit: 2, remaining: 0, resetAt: MINUTE }],
+          hasCredits: null,
+        })
+        // No limits: only the credits; an open hold of everything leaves nothing.
+        expect(await store.admission.beforeBody(id, [], MINUTE, 3, true)).toEqual({
+          allowed: true,
+          decisions: [],
+          hasCredits: true,
+        })
+        expect(await store.ledger.reserve(id, 'all', usd(5), 3, TTL)).not.toBeNull()
+        expect((await store.admission.beforeBody(id, [], MINUTE, 4, true)).hasCredits).toBe(false)
+        // ... and a request refused for credits still counted in the limit.
+        const other = uid('rpm')
+        const refused = await store.admission.beforeBody(
+          id,
+          [{ key: other, amount: 1, limit: 1 }],
+          MINUTE,
+          4,
+          true,
+        )
+        expect(refused).toMatchObject({ allowed: true, hasCredits: false })
+        expect(
+          (await store.rateLimits.consume([{ key: other, amount: 1, limit: 1 }], MINUTE, 5)).allowed,
+        ).toBe(false)
+        // An unknown account has nothing, with limits or without.
+        expect((await store.admission.beforeBody(uid('nobody'), [], MINUTE, 5, true)).hasCredits).toBe(false)
+        const anyLimit = [{ key: uid('rpm'), amount: 1, limit: 5 }]
+        expect(await store.admission.beforeBody(uid('nobody'), anyLimit, MINUTE, 5, true)).toMatchObject({
+          allowed: true,
+          hasCredits: false,
+        })
+      })
+
+      it('reserve holds only when the limits allow it, and a refused hold still counts', async () => {
+        const { store, id } = await withAccount(usd(2))
+        const t = uid('tpm')
+        const refused = await store.admission.reserve(
+          [{ key: t, amount: 50, limit: 40 }],
+          MINUTE,
+          id,
+          'g0',
+          usd(1),
+          0,
+          TTL,
+        )
+        expect(refused).toEqual({
+          allowed: false,
+          decisions: [{ allowed: false, limit: 40, remaining: 40, resetAt: MINUTE }],
+          reservation: null,
+        })
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(0n)
+
+        const held = await store.admission.reserve(
+          [{ key: t, amount: 30, limit: 40 }],
+          MINUTE,
+          id,
+          'g1',
+          usd(1),
+          0,
+          TTL,
+        )
+        expect(held).toEqual({
+          allowed: true,
+          decisions: [{ allowed: true, limit: 40, remaining: 10, resetAt: MINUTE }],
+          reservation: { id: 'g1', accountId: id, amount: usd(1), expiresAt: TTL },
+        })
+        // No limits: a plain hold, capped at what is left.
+        expect(
+          (await store.admission.reserve([], MINUTE, id, 'g2', usd(5), 1, TTL)).reservation?.amount,
+        ).toBe(usd(1))
+        expect((await store.ledger.credits(id, 1)).reserved).toBe(usd(2))
+        // Nothing left: no hold, but the tokens were counted.
+        const broke = await store.admission.reserve(
+          [{ key: t, amount: 5, limit: 40 }],
+          MINUTE,
+          id,
+          'g3',
+          usd(1),
+          2,
+          TTL,
+        )
+        expect(broke).toMatchObject({ allowed: true, reservation: null })
+        expect(broke.decisions[0]!.remaining).toBe(5)
+        expect(
+          (await store.admission.reserve([], MINUTE, uid('nobody'), 'g4', usd(1), 2, TTL)).reservation,
+        ).toBeNull()
+      })
+
+      it('concurrent reserves never hold more than the credits, nor pass the limit', async () => {
+        const { store, id } = await withAccount(usd(10))
+        const r = uid('rpm')
+        const results = await Promise.all(
+          Array.from({ length: 30 }, (_, i) =>
+            store.admission.reserve(
+              [{ key: r, amount: 1, limit: 25 }],
+              MINUTE,
+              id,
+              `c${i}`,
+              usd('0.5'),
+              0,
+              TTL,
+            ),
+          ),
+        )
+        expect(results.filter((x) => x.allowed)).toHaveLength(25)
+        expect(results.filter((x) => x.reservation !== null)).toHaveLength(20)
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(usd(10))
+      })
+    })
+
     describe('files', () => {
       const quota: FileQuota = { maxFiles: 3, maxBytes: 1000 }
       const TTL = MINUTE

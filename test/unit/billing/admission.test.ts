@@ -2,6 +2,7 @@ import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
 import {
   admit,
+  admitRequest,
   buildRecord,
   costBound,
   createMeteringStats,
@@ -15,7 +16,7 @@ import { compilePrice, type PriceTable } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
 import type { Deployment } from '../../../src/routing/model-table.ts'
 import { createMemoryStore } from '../../../src/store/memory.ts'
-import type { Account } from '../../../src/store/types.ts'
+import type { Account, Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 
 // Admission and settlement at their boundaries, with exact figures.
@@ -262,5 +263,60 @@ describe('buildRecord attempts', () => {
       generationTimeMs: 500,
       upstreamCost: 3_000_000n,
     })
+  })
+})
+
+describe('admission store calls', () => {
+  /** The store, counting each call made through it ("ns.method"). */
+  const counted = (store: Store): { store: Store; calls: string[] } => {
+    const calls: string[] = []
+    const wrap = <T extends object>(ns: string, target: T): T =>
+      new Proxy(target, {
+        get(t, name) {
+          const v = (t as Record<string | symbol, unknown>)[name]
+          if (typeof v !== 'function') return v
+          return (...args: unknown[]) => {
+            calls.push(`${ns}.${String(name)}`)
+            return (v as (...a: unknown[]) => unknown).apply(t, args)
+          }
+        },
+      })
+    const namespaces = ['accounts', 'ledger', 'rateLimits', 'admission', 'generations'] as const
+    const wrapped = { ...store }
+    for (const ns of namespaces) Object.assign(wrapped, { [ns]: wrap(ns, store[ns]) })
+    return { store: wrapped, calls }
+  }
+
+  it('each step is one store call, limits and credits together', async () => {
+    const acct = plain('one-call', { rateLimits: { requestsPerMinute: 5, tokensPerMinute: 1000 } })
+    const { deps } = await setup([acct])
+    const { store, calls } = counted(deps.store)
+    const d = { ...deps, store }
+    const before = await admitRequest(d, acct, 0)
+    expect(before.headers['x-ratelimit-remaining']).toBe('4')
+    expect(calls).toEqual(['admission.beforeBody'])
+    calls.length = 0
+    const a = await admit(d, {
+      account: acct,
+      slug: 'team/m',
+      generationId: 'g1',
+      costBound: usd(1),
+      tokenEstimate: 10,
+      ttlMs: 60_000,
+      now: 0,
+      requestCounted: true,
+    })
+    expect(a.reservation.amount).toBe(usd(1))
+    expect(calls).toEqual(['admission.reserve'])
+  })
+
+  it('before the body, an account with nothing left is refused in that one call, and still counted', async () => {
+    const acct = plain('broke', { rateLimits: { requestsPerMinute: 2 } })
+    const { deps } = await setup([acct], 0)
+    const { store, calls } = counted(deps.store)
+    await expect(admitRequest({ ...deps, store }, acct, 0)).rejects.toMatchObject({ status: 402 })
+    expect(calls).toEqual(['admission.beforeBody'])
+    await expect(admitRequest({ ...deps, store }, acct, 1)).rejects.toMatchObject({ status: 402 })
+    await expect(admitRequest({ ...deps, store }, acct, 2)).rejects.toMatchObject({ status: 429 })
   })
 })

@@ -199,6 +199,37 @@ describe('SQLite store', () => {
     expect(held.slice(0, 40).filter((r) => r !== null)).toHaveLength(20)
   })
 
+  it('sends the next batch while one is in the thread, up to maxBatchesInFlight; the rest waits', async () => {
+    const gate = new Int32Array(new SharedArrayBuffer(4))
+    const resume = (): void => {
+      Atomics.store(gate, 0, 0)
+      Atomics.notify(gate, 0)
+    }
+    onTestFinished(resume)
+    const batches: number[] = []
+    const store = open(freshPath(), {
+      stallGate: gate,
+      maxBatchesInFlight: 2,
+      onBatch: (calls) => batches.push(calls),
+    })
+    await store.accounts.create(accountFixture('acct'), usd(10))
+    batches.length = 0
+    Atomics.store(gate, 0, 1)
+    const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+    const calls: Promise<unknown>[] = []
+    for (let i = 0; i < 4; i++) {
+      calls.push(store.ledger.reserve('acct', `g${i}`, usd(1), 0, 60_000))
+      await turn()
+      await turn()
+    }
+    // Two batches went while the thread was stalled; the other two calls wait, as one batch.
+    expect(batches).toEqual([1, 1])
+    resume()
+    expect((await Promise.all(calls)).every((r) => r !== null)).toBe(true)
+    expect(batches).toEqual([1, 1, 2])
+    expect((await store.ledger.credits('acct', 0)).reserved).toBe(usd(4))
+  })
+
   it('a call whose arguments cannot be copied to the database thread fails alone', async () => {
     const store = open(freshPath())
     await store.accounts.create(accountFixture('acct'), usd(3))
