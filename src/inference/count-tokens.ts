@@ -5,7 +5,7 @@ import type { ChatRequest } from '../providers/types.ts'
 import type { Router } from '../routing/router.ts'
 
 // A prompt's input tokens without generating anything (Anthropic's count_tokens): asked of the
-// deployment that would answer when its upstream counts (Anthropic), our tokenizer's estimate otherwise
+// deployment that would answer when its upstream counts (Anthropic, Gemini), our tokenizer's estimate otherwise
 // or when that call fails. Nothing is reserved or billed: no upstream charges for counting.
 
 export interface CountTokensDeps {

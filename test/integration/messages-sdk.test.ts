@@ -586,6 +586,41 @@ describe('/v1/messages: streams that fail, reasoning from other providers, Gemin
     expect(message.content[1]).toMatchObject({ type: 'text', text: expect.stringContaining('Answer') })
   })
 
+  it('messages.countTokens asks Gemini countTokens for a Gemini model, over the translated request', async () => {
+    const { fake, client } = await behind(
+      {
+        'POST /v1beta/models/gemini-2.5-flash:countTokens': (_req, res) =>
+          sendJson(res, 200, {
+            totalTokens: 1234,
+            promptTokensDetails: [{ modality: 'TEXT', tokenCount: 1234 }],
+          }),
+      },
+      (origin) => ({ GEMINI_API_KEY: UPSTREAM_KEY, GEMINI_BASE_URL: origin }),
+    )
+    const params = {
+      model: 'google/gemini-2.5-flash',
+      system: 'Be brief.',
+      tools: [weatherTool],
+      messages: [{ role: 'user' as const, content: 'Weather in Paris?' }],
+    }
+    const { data, response } = await client.messages.countTokens(params).withResponse()
+    expect(data).toEqual({ input_tokens: 1234 })
+    expect(response.headers.get('x-junction-token-count')).toBe('upstream')
+    const sent = sentBody(fake, 0).generateContentRequest
+    expect(sent.model).toBe('models/gemini-2.5-flash')
+    expect(sent.systemInstruction).toEqual({ parts: [{ text: 'Be brief.' }] })
+    expect(sent.contents).toEqual([{ role: 'user', parts: [{ text: 'Weather in Paris?' }] }])
+    expect(sent.tools[0].functionDeclarations[0].name).toBe('get_weather')
+    expect(fake.requests[0]!.headers['x-goog-api-key']).toBe(UPSTREAM_KEY)
+
+    fake.setHandler('POST /v1beta/models/gemini-2.5-flash:countTokens', (_req, res) =>
+      sendJson(res, 503, { error: { code: 503, message: 'overloaded', status: 'UNAVAILABLE' } }),
+    )
+    const { data: estimated, response: fallback } = await client.messages.countTokens(params).withResponse()
+    expect(estimated.input_tokens).toBeGreaterThan(0)
+    expect(fallback.headers.get('x-junction-token-count')).toBe('estimate')
+  })
+
   it('Gemini: a tool round trip gives the thought signature back to Gemini unchanged', async () => {
     let turn = 0
     const { fake, client } = await behind(

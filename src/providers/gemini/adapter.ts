@@ -4,10 +4,15 @@ import { resolveReasoning } from '../shared/request.ts'
 import { newChunkMeta } from '../shared/stream.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
-import { toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
+import { toGeminiCountTokensRequest, toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
 import { fromGeminiEmbeddings, fromGeminiResponse } from './response.ts'
 import { createChunkTranslator } from './stream.ts'
-import { geminiEmbedResponseSchema, geminiErrorBodySchema, geminiResponseSchema } from './wire.ts'
+import {
+  geminiCountTokensResponseSchema,
+  geminiEmbedResponseSchema,
+  geminiErrorBodySchema,
+  geminiResponseSchema,
+} from './wire.ts'
 
 // The only file of the Gemini folder that does I/O. The key goes in the x-goog-api-key header, never
 // in the URL (`?key=`), so it cannot end up in a log line or an error message that quotes a URL.
@@ -43,6 +48,14 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
       if (!parsed.success)
         throw malformedUpstream(call, 'response is not a GenerateContentResponse', parsed.error)
       return fromGeminiResponse(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
+    },
+
+    async countTokens(req, call) {
+      const body = toGeminiCountTokensRequest(req, call.upstreamModel)
+      const res = await post(call, 'countTokens', body, 'application/json')
+      const parsed = geminiCountTokensResponseSchema.safeParse(await readJson(call, res.body))
+      if (!parsed.success) throw malformedUpstream(call, 'response is not a token count', parsed.error)
+      return parsed.data.totalTokens
     },
 
     chatStream(req, call) {

@@ -23,6 +23,7 @@ import {
 import { isEmptyObjectSchema, toGeminiSchema } from './schema.ts'
 import type {
   GeminiContent,
+  GeminiCountTokensRequest,
   GeminiEmbedRequest,
   GeminiFunctionDeclaration,
   GeminiGenerationConfig,
@@ -81,6 +82,16 @@ export function toThinkingConfig(req: ChatRequest, model: string): GeminiThinkin
 /** Gemini has no tool call ids: Junction makes them from the call's position and name. */
 export function toolCallId(index: number, name: string): string {
   return `call_${index}_${name}`
+}
+
+/** The countTokens body for what `toGeminiRequest` would send. */
+export function toGeminiCountTokensRequest(
+  req: ChatRequest,
+  upstreamModel: string,
+): GeminiCountTokensRequest {
+  return {
+    generateContentRequest: { model: `models/${upstreamModel}`, ...toGeminiRequest(req, upstreamModel) },
+  }
 }
 
 export function toGeminiRequest(req: ChatRequest, upstreamModel: string): GeminiRequest {

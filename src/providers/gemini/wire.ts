@@ -85,6 +85,14 @@ export interface GeminiRequest {
   generationConfig?: GeminiGenerationConfig
 }
 
+/**
+ * `models/{model}:countTokens`: the whole generate request (system instruction and tools count too),
+ * which then must name its model. https://ai.google.dev/api/tokens
+ */
+export interface GeminiCountTokensRequest {
+  generateContentRequest: GeminiRequest & { model: string }
+}
+
 export interface GeminiEmbedRequest {
   requests: {
     model: string
@@ -152,6 +160,11 @@ export const geminiResponseSchema = z.looseObject({
 
 export const geminiEmbedResponseSchema = z.looseObject({
   embeddings: z.array(z.looseObject({ values: z.array(z.number()) })),
+})
+
+/** The count: `totalTokens` (cached and per-modality details are not read). */
+export const geminiCountTokensResponseSchema = z.looseObject({
+  totalTokens: z.number().int().nonnegative(),
 })
 
 /** `{"error": {"code": 429, "message": "…", "status": "RESOURCE_EXHAUSTED", "details": […]}}` */
