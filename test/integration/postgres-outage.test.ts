@@ -208,4 +208,21 @@ describe('postgres outage', () => {
     expect(records).toEqual([record])
     expect(credits).toEqual({ totalCredits: usd(1), totalUsage: usd('0.3'), reserved: 0n })
   })
+  it('a batch of 40 settles whose answer was lost: all committed once, settling again changes nothing', async () => {
+    const { proxy, store, id } = await setup()
+    const refs = Array.from({ length: 40 }, (_, i) => ({ id: `g${i}`, accountId: id }))
+    const records = refs.map(() => generationFixture(`gen-${crypto.randomUUID()}`, id, { cost: usd('0.01') }))
+    // One statement for the 40 (group commit), committed by the database; its answer is lost.
+    const cutting = proxy.cutAfter('settle_many')
+    const lost = await Promise.allSettled(refs.map((r, i) => store.ledger.settle(r, records[i]!)))
+    expect(lost.every((r) => r.status === 'rejected' && r.reason instanceof GatewayError)).toBe(true)
+    await cutting
+    await proxy.restore()
+    // The callers retry: every generation id is already settled, nothing is charged twice.
+    const again = await Promise.all(refs.map((r, i) => store.ledger.settle(r, records[i]!)))
+    expect(again.every((r) => r === null)).toBe(true)
+    const after = await expectConsistent(store, id)
+    expect(after.records).toHaveLength(40)
+    expect(after.credits.totalUsage).toBe(usd('0.4'))
+  })
 })
