@@ -84,12 +84,68 @@ async function runConsume(label: string, concurrency: number): Promise<void> {
   console.log(`${label}: ${ops} rate-limit consumes in ${s.toFixed(2)} s = ${Math.round(ops / s)} ops/s`)
 }
 
+/**
+ * One request's store calls as the gateway makes them (rate-limit consume, credits check, reserve,
+ * settle), `concurrency` callers on one hot account spread over `instances` stores (one pool each, as
+ * separate gateway processes have), with group commit on or off: requests/s and the database round trips
+ * per request, which must not grow with the instance count.
+ */
+async function runRequests(label: string, concurrency: number, instances: number, batch: boolean) {
+  let trips = 0
+  const stores = await Promise.all(
+    Array.from({ length: instances }, () =>
+      createPostgresStore(url.toString(), {
+        poolSize: 10,
+        ...(batch ? {} : { batch: false as const }),
+        onRoundTrip: () => trips++,
+      }),
+    ),
+  )
+  const accountId = `acct-${randomUUID()}`
+  await stores[0]!.accounts.create(
+    { id: accountId, name: accountId, createdAt: 0, discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} },
+    10n ** 18n,
+  )
+  const key = `rpm-${randomUUID()}`
+  trips = 0
+  let next = 0
+  const worker = async (w: number) => {
+    const s = stores[w % instances]!
+    while (next < ops) {
+      const i = next++
+      await s.rateLimits.consume([{ key, amount: 1, limit: 1e9 }], 60_000, 0)
+      await s.ledger.credits(accountId, 0)
+      const r = await s.ledger.reserve(accountId, `q${i}`, 1_000_000n, 0, 60_000)
+      if (!r) throw new Error('reserve refused')
+      await s.ledger.settle(r, record(accountId))
+    }
+  }
+  const start = performance.now()
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)))
+  const sec = (performance.now() - start) / 1000
+  console.log(
+    `${label}: ${Math.round(ops / sec)} requests/s, ${(trips / ops).toFixed(2)} round trips a request`,
+  )
+  await Promise.all(stores.map((st) => st.close()))
+}
+
 try {
   await runConsume('sequential', 1)
   await runConsume('16 concurrent, 16 keys', 16)
   await run('sequential, one account', 1, 1)
   await run('16 concurrent, one account', 16, 1)
   await run('16 concurrent, 16 accounts', 16, 16)
+  for (const batch of [false, true]) {
+    for (const instances of [1, 2]) {
+      const mode = batch ? 'group commit' : 'one call a statement'
+      await runRequests(
+        `requests (consume+credits+reserve+settle), 50 callers, one account, ${instances} store(s), ${mode}`,
+        50,
+        instances,
+        batch,
+      )
+    }
+  }
 } finally {
   await store.close()
   await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
