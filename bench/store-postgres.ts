@@ -5,7 +5,8 @@ import { createPostgresStore } from '../src/store/postgres.ts'
 import type { GenerationRecord } from '../src/store/types.ts'
 
 // Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),
-// sequential and with concurrent callers, on a throwaway database. Records figures, asserts nothing.
+// sequential and with concurrent callers, then a request's four store calls over one and two stores
+// with and without group commit, on a throwaway database. Records figures, asserts nothing.
 // `npm run bench:postgres`; BENCH_PG_URL overrides the admin URL, BENCH_OPS the count (2000).
 
 const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -86,9 +87,9 @@ async function runConsume(label: string, concurrency: number): Promise<void> {
 
 /**
  * One request's store calls as the gateway makes them (rate-limit consume, credits check, reserve,
- * settle), `concurrency` callers on one hot account spread over `instances` stores (one pool each, as
- * separate gateway processes have), with group commit on or off: requests/s and the database round trips
- * per request, which must not grow with the instance count.
+ * settle), `concurrency` callers per store on one hot account, over `instances` stores (one pool each, as
+ * separate gateway processes have), with group commit on or off: requests/s, the database round trips a
+ * request and the sessions waiting for a row lock, which must not grow with the instance count.
  */
 async function runRequests(label: string, concurrency: number, instances: number, batch: boolean) {
   let trips = 0
@@ -120,11 +121,33 @@ async function runRequests(label: string, concurrency: number, instances: number
       await s.ledger.settle(r, record(accountId))
     }
   }
+  // Row-lock waits: how many of the database's sessions wait for a lock, sampled every 5 ms.
+  const sampler = new pg.Client(url.toString())
+  await sampler.connect()
+  let sampling = true
+  let samples = 0
+  let waiting = 0
+  const sample = async () => {
+    while (sampling) {
+      const { rows } = await sampler.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      )
+      samples++
+      waiting += rows[0]!.n
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  }
+  const sampled = sample()
   const start = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)))
+  await Promise.all(Array.from({ length: concurrency * instances }, (_, w) => worker(w)))
   const sec = (performance.now() - start) / 1000
+  sampling = false
+  await sampled
+  await sampler.end()
   console.log(
-    `${label}: ${Math.round(ops / sec)} requests/s, ${(trips / ops).toFixed(2)} round trips a request`,
+    `${label}: ${Math.round(ops / sec)} requests/s, ${(trips / ops).toFixed(2)} round trips a request, ` +
+      `${(waiting / Math.max(samples, 1)).toFixed(2)} sessions waiting for a lock on average`,
   )
   await Promise.all(stores.map((st) => st.close()))
 }
@@ -139,7 +162,7 @@ try {
     for (const instances of [1, 2]) {
       const mode = batch ? 'group commit' : 'one call a statement'
       await runRequests(
-        `requests (consume+credits+reserve+settle), 50 callers, one account, ${instances} store(s), ${mode}`,
+        `requests (consume+credits+reserve+settle), one account, ${instances} store(s) × 50 callers, ${mode}`,
         50,
         instances,
         batch,
