@@ -383,18 +383,65 @@ export const migrations: readonly Migration[] = [
     // exactly as the same calls made one at a time in that order.
     name: 'group commit: batched reserve, settle and rate-limit consume',
     sql: `
+      -- The holds of a batch, as junction_reserve would take them one after another, but reading each
+      -- account's open holds once per distinct now of the batch (not once per call: a hot account has
+      -- as many holds as requests in flight) and inserting them in one statement. A batch where that
+      -- would not be exact (an id held already or twice in it, or a hold of it expiring before a later
+      -- call's now) takes the holds one at a time with junction_reserve instead.
       CREATE FUNCTION junction_reserve_many(
         p_accounts text[], p_ids text[], p_uppers numeric[], p_expires bigint[], p_nows bigint[]
       ) RETURNS numeric[] LANGUAGE plpgsql VOLATILE AS $$
       DECLARE
+        n integer := coalesce(array_length(p_accounts, 1), 0);
         v_out numeric[] := '{}';
+        v_base numeric[];
+        v_accts text[] := '{}';
+        v_taken numeric[] := '{}';
+        v_free numeric;
+        v_held numeric;
+        k integer;
         i integer;
       BEGIN
         PERFORM 1 FROM ledger WHERE account_id = ANY (p_accounts) ORDER BY account_id FOR NO KEY UPDATE;
-        FOR i IN 1 .. coalesce(array_length(p_accounts, 1), 0) LOOP
-          v_out := array_append(v_out,
-            junction_reserve(p_accounts[i], p_ids[i], p_uppers[i], p_expires[i], p_nows[i]));
+        IF (SELECT count(DISTINCT (a, d)) FROM unnest(p_accounts, p_ids) AS t(a, d)) < n
+          OR (SELECT min(e) FROM unnest(p_expires) AS e) <= (SELECT max(t) FROM unnest(p_nows) AS t)
+          OR EXISTS (SELECT 1 FROM reservations r JOIN unnest(p_accounts, p_ids) AS t(a, d)
+                     ON r.account_id = t.a AND r.id = t.d) THEN
+          FOR i IN 1 .. n LOOP
+            v_out := array_append(v_out,
+              junction_reserve(p_accounts[i], p_ids[i], p_uppers[i], p_expires[i], p_nows[i]));
+          END LOOP;
+          RETURN v_out;
+        END IF;
+        -- What each call would find free before the batch's own holds (NULL: unknown account).
+        WITH pairs AS (SELECT DISTINCT a, t FROM unnest(p_accounts, p_nows) AS u(a, t)),
+          free AS (
+            SELECT p.a, p.t, l.credits - l.usage - coalesce((SELECT sum(r.amount) FROM reservations r
+              WHERE r.account_id = p.a AND r.expires_at > p.t), 0) AS f
+            FROM pairs p JOIN ledger l ON l.account_id = p.a)
+        SELECT array_agg(free.f ORDER BY u.i) INTO v_base
+          FROM unnest(p_accounts, p_nows) WITH ORDINALITY AS u(a, t, i)
+          LEFT JOIN free ON free.a = u.a AND free.t = u.t;
+        FOR i IN 1 .. n LOOP
+          v_held := NULL;
+          IF v_base[i] IS NOT NULL THEN
+            k := array_position(v_accts, p_accounts[i]);
+            IF k IS NULL THEN
+              v_accts := array_append(v_accts, p_accounts[i]);
+              v_taken := array_append(v_taken, 0::numeric);
+              k := array_length(v_accts, 1);
+            END IF;
+            v_free := v_base[i] - v_taken[k];
+            IF v_free > 0 THEN
+              v_held := least(p_uppers[i], v_free);
+              v_taken[k] := v_taken[k] + v_held;
+            END IF;
+          END IF;
+          v_out := array_append(v_out, v_held);
         END LOOP;
+        INSERT INTO reservations (account_id, id, amount, expires_at)
+          SELECT a, d, h, e FROM unnest(p_accounts, p_ids, v_out, p_expires) AS u(a, d, h, e)
+          WHERE h IS NOT NULL;
         RETURN v_out;
       END
       $$;

@@ -493,9 +493,13 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
         usage: string | null
         reserved: string
       }>(
-        `SELECT q.i, l.credits, l.usage, (SELECT coalesce(sum(r.amount), 0) FROM reservations r
-           WHERE r.account_id = q.a AND r.expires_at > q.t) AS reserved
+        // The open holds summed once per distinct (account, now) of the batch, not once per call.
+        `WITH pairs AS (SELECT DISTINCT a, t FROM unnest($1::text[], $2::bigint[]) AS u(a, t)),
+           held AS (SELECT p.a, p.t, (SELECT coalesce(sum(r.amount), 0) FROM reservations r
+             WHERE r.account_id = p.a AND r.expires_at > p.t) AS reserved FROM pairs p)
+         SELECT q.i, l.credits, l.usage, held.reserved
          FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(a, t, i)
+         JOIN held ON held.a = q.a AND held.t = q.t
          LEFT JOIN ledger l ON l.account_id = q.a`,
         [items.map((c) => c.accountId), items.map((c) => c.now)],
         'credits_many',

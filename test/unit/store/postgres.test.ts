@@ -262,6 +262,41 @@ describe('postgres group commit', () => {
     )
   })
 
+  it.each([
+    ['distinct ids (holds summed once per account and now)', (i: number) => `g${i}`],
+    ['an id asked twice (taken one at a time)', (i: number) => `g${i % 25}`],
+  ])('reserves in one batch decide as memory does one at a time: %s', async (_, idOf) => {
+    const { store, trips } = await counted()
+    const reference = createMemoryStore()
+    const run = async (s: Store, concurrent: boolean) => {
+      const [a, b] = [uid('a'), uid('b')]
+      await s.accounts.create(accountFixture(a), usd(1))
+      await s.accounts.create(accountFixture(b), usd('0.35'))
+      // Holds from before the batch, one of them expiring amid the batch's nows.
+      await s.ledger.reserve(a, 'old1', usd('0.2'), 0, 10)
+      await s.ledger.reserve(b, 'old2', usd('0.05'), 0, MINUTE)
+      const calls = Array.from({ length: 30 }, (_, i) => {
+        const account = [a, b, uid('missing')][i % 3]!
+        return () => s.ledger.reserve(account, idOf(i), usd(['0.07', '0.15', '0.03'][i % 3]!), i, MINUTE)
+      })
+      const got = concurrent
+        ? await Promise.all(calls.map((c) => c()))
+        : await calls.reduce<Promise<unknown[]>>(
+            async (acc, c) => [...(await acc), await c()],
+            Promise.resolve([]),
+          )
+      return {
+        amounts: got.map((r) => (r as { amount: bigint } | null)?.amount ?? null),
+        a: await s.ledger.credits(a, 30),
+        b: await s.ledger.credits(b, 30),
+      }
+    }
+    const expected = await run(reference, false)
+    const before = trips.get('reserve_many') ?? 0
+    expect(await run(store, true)).toEqual(expected)
+    expect((trips.get('reserve_many') ?? 0) - before).toBe(1)
+  })
+
   it('a batch with a settle the database refuses (unknown account) fails that one only', async () => {
     const { store } = await counted()
     const id = uid('acct')
