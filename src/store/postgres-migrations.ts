@@ -446,23 +446,45 @@ export const migrations: readonly Migration[] = [
       END
       $$;
 
-      -- p: a json array of settles, each {g: generation record columns, a: account, ref: reservation id,
-      -- cost, held, now, tokens}. Returns the charged cost per item, NULL for a generation id already
-      -- settled (in an earlier batch or earlier in this one).
+      -- p: a json array of settles, each {the record's columns, a: account, ref: reservation id, cost,
+      -- held, now, tokens}. Returns the charged cost per item, NULL for a generation id already settled
+      -- (in an earlier batch or earlier in this one). The charges are added to each account's usage once,
+      -- at the end, unless a charge past its hold must read the balance first (then the account's
+      -- charges so far are added before junction_charge_ceiling reads it).
       CREATE FUNCTION junction_settle_many(p jsonb) RETURNS numeric[] LANGUAGE plpgsql VOLATILE AS $$
       DECLARE
         e jsonb;
         v_cost numeric;
         v_full numeric;
+        v_hold numeric;
         v_charged numeric;
         v_out numeric[] := '{}';
+        v_accts text[] := '{}';
+        v_pending numeric[] := '{}';
+        k integer;
       BEGIN
         PERFORM 1 FROM ledger WHERE account_id IN (SELECT x->>'a' FROM jsonb_array_elements(p) x)
           ORDER BY account_id FOR NO KEY UPDATE;
         FOR e IN SELECT x FROM jsonb_array_elements(p) AS x LOOP
           v_full := (e->>'cost')::numeric;
-          v_cost := least(v_full, junction_charge_ceiling(e->>'a', e->>'ref', (e->>'held')::numeric,
-            (e->>'now')::bigint, v_full));
+          k := array_position(v_accts, e->>'a');
+          IF k IS NULL THEN
+            v_accts := array_append(v_accts, e->>'a');
+            v_pending := array_append(v_pending, 0::numeric);
+            k := array_length(v_accts, 1);
+          END IF;
+          SELECT amount INTO v_hold FROM reservations
+            WHERE account_id = e->>'a' AND id = e->>'ref' AND expires_at > (e->>'now')::bigint;
+          IF FOUND AND v_full <= coalesce((e->>'held')::numeric, v_hold) THEN
+            v_cost := v_full;
+          ELSE
+            IF v_pending[k] <> 0 THEN
+              UPDATE ledger SET usage = usage + v_pending[k] WHERE account_id = e->>'a';
+              v_pending[k] := 0;
+            END IF;
+            v_cost := least(v_full, junction_charge_ceiling(e->>'a', e->>'ref', (e->>'held')::numeric,
+              (e->>'now')::bigint, v_full));
+          END IF;
           v_charged := NULL;
           INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
               generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
@@ -478,10 +500,13 @@ export const migrations: readonly Migration[] = [
             ON CONFLICT (generation_id) DO NOTHING RETURNING cost INTO v_charged;
           IF v_charged IS NOT NULL THEN
             DELETE FROM reservations WHERE account_id = e->>'a' AND id = e->>'ref';
-            UPDATE ledger SET usage = usage + v_charged WHERE account_id = e->>'a';
+            v_pending[k] := v_pending[k] + v_charged;
           END IF;
           v_out := array_append(v_out, v_charged);
         END LOOP;
+        UPDATE ledger l SET usage = l.usage + c.amount
+          FROM unnest(v_accts, v_pending) AS c(a, amount)
+          WHERE l.account_id = c.a AND c.amount <> 0;
         RETURN v_out;
       END
       $$;
