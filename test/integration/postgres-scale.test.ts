@@ -75,7 +75,9 @@ describe('two gateways, one database, one hot account', () => {
     const ids = ok.map((r) => r.headers.get('x-generation-id') as string)
     for (const r of results) await r.text()
     expect(ok.length).toBeGreaterThan(0)
-    expect(ok.length).toBeLessThanOrEqual(100)
+    expect(statuses).toContain(402)
+    // (More than 100 may be answered: a hold taken from the last credits is partial, and its answer is
+    // charged at most that hold, the rest kept on its record as unbilled.)
     const costs = await Promise.all(
       ids.map(async (id, i) => (await jsonOf(get(i % 2 ? a : b, `/v1/generation?id=${id}`, hot))).usage.cost),
     )
