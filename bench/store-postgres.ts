@@ -5,7 +5,8 @@ import { createPostgresStore } from '../src/store/postgres.ts'
 import type { GenerationRecord } from '../src/store/types.ts'
 
 // Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),
-// sequential and with concurrent callers, on a throwaway database. Records figures, asserts nothing.
+// sequential and with concurrent callers, then a request's four store calls over one and two stores
+// with and without group commit, on a throwaway database. Records figures, asserts nothing.
 // `npm run bench:postgres`; BENCH_PG_URL overrides the admin URL, BENCH_OPS the count (2000).
 
 const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -84,12 +85,90 @@ async function runConsume(label: string, concurrency: number): Promise<void> {
   console.log(`${label}: ${ops} rate-limit consumes in ${s.toFixed(2)} s = ${Math.round(ops / s)} ops/s`)
 }
 
+/**
+ * One request's store calls as the gateway makes them (rate-limit consume, credits check, reserve,
+ * settle), `concurrency` callers per store on one hot account, over `instances` stores (one pool each, as
+ * separate gateway processes have), with group commit on or off: requests/s, the database round trips a
+ * request and the sessions waiting for a row lock, which must not grow with the instance count.
+ */
+async function runRequests(label: string, concurrency: number, instances: number, batch: boolean) {
+  let trips = 0
+  const stores = await Promise.all(
+    Array.from({ length: instances }, () =>
+      createPostgresStore(url.toString(), {
+        poolSize: 10,
+        ...(batch ? {} : { batch: false as const }),
+        onRoundTrip: () => trips++,
+      }),
+    ),
+  )
+  const accountId = `acct-${randomUUID()}`
+  await stores[0]!.accounts.create(
+    { id: accountId, name: accountId, createdAt: 0, discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} },
+    10n ** 18n,
+  )
+  const key = `rpm-${randomUUID()}`
+  trips = 0
+  let next = 0
+  const worker = async (w: number) => {
+    const s = stores[w % instances]!
+    while (next < ops) {
+      const i = next++
+      await s.rateLimits.consume([{ key, amount: 1, limit: 1e9 }], 60_000, 0)
+      await s.ledger.credits(accountId, 0)
+      const r = await s.ledger.reserve(accountId, `q${i}`, 1_000_000n, 0, 60_000)
+      if (!r) throw new Error('reserve refused')
+      await s.ledger.settle(r, record(accountId))
+    }
+  }
+  // Row-lock waits: how many of the database's sessions wait for a lock, sampled every 5 ms.
+  const sampler = new pg.Client(url.toString())
+  await sampler.connect()
+  let sampling = true
+  let samples = 0
+  let waiting = 0
+  const sample = async () => {
+    while (sampling) {
+      const { rows } = await sampler.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      )
+      samples++
+      waiting += rows[0]!.n
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  }
+  const sampled = sample()
+  const start = performance.now()
+  await Promise.all(Array.from({ length: concurrency * instances }, (_, w) => worker(w)))
+  const sec = (performance.now() - start) / 1000
+  sampling = false
+  await sampled
+  await sampler.end()
+  console.log(
+    `${label}: ${Math.round(ops / sec)} requests/s, ${(trips / ops).toFixed(2)} round trips a request, ` +
+      `${(waiting / Math.max(samples, 1)).toFixed(2)} sessions waiting for a lock on average`,
+  )
+  await Promise.all(stores.map((st) => st.close()))
+}
+
 try {
   await runConsume('sequential', 1)
   await runConsume('16 concurrent, 16 keys', 16)
   await run('sequential, one account', 1, 1)
   await run('16 concurrent, one account', 16, 1)
   await run('16 concurrent, 16 accounts', 16, 16)
+  for (const batch of [false, true]) {
+    for (const instances of [1, 2]) {
+      const mode = batch ? 'group commit' : 'one call a statement'
+      await runRequests(
+        `requests (consume+credits+reserve+settle), one account, ${instances} store(s) × 50 callers, ${mode}`,
+        50,
+        instances,
+        batch,
+      )
+    }
+  }
 } finally {
   await store.close()
   await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)

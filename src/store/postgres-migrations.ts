@@ -372,4 +372,169 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX responses_created ON responses (created_at);
     `,
   },
+  {
+    version: 10,
+    // Group commit (postgres.ts, createBatches): the reserves, settles and rate-limit checks that one
+    // gateway process has pending at once go to the database as one call per kind, so one round trip and
+    // one commit serve the whole batch. Each function first locks every row the batch will write in one
+    // order (ledger rows by account id; rate windows by key), so batches of two processes never deadlock
+    // and an account's row is locked once per batch, then applies the items one after another with the
+    // single-item logic (junction_reserve, junction_charge_ceiling, junction_consume): a batch decides
+    // exactly as the same calls made one at a time in that order.
+    name: 'group commit: batched reserve, settle and rate-limit consume',
+    sql: `
+      -- The holds of a batch, as junction_reserve would take them one after another, but reading each
+      -- account's open holds once per distinct now of the batch (not once per call: a hot account has
+      -- as many holds as requests in flight) and inserting them in one statement. A batch where that
+      -- would not be exact (an id held already or twice in it, or a hold of it expiring before a later
+      -- call's now) takes the holds one at a time with junction_reserve instead.
+      CREATE FUNCTION junction_reserve_many(
+        p_accounts text[], p_ids text[], p_uppers numeric[], p_expires bigint[], p_nows bigint[]
+      ) RETURNS numeric[] LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        n integer := coalesce(array_length(p_accounts, 1), 0);
+        v_out numeric[] := '{}';
+        v_base numeric[];
+        v_accts text[] := '{}';
+        v_taken numeric[] := '{}';
+        v_free numeric;
+        v_held numeric;
+        k integer;
+        i integer;
+      BEGIN
+        PERFORM 1 FROM ledger WHERE account_id = ANY (p_accounts) ORDER BY account_id FOR NO KEY UPDATE;
+        IF (SELECT count(DISTINCT (a, d)) FROM unnest(p_accounts, p_ids) AS t(a, d)) < n
+          OR (SELECT min(e) FROM unnest(p_expires) AS e) <= (SELECT max(t) FROM unnest(p_nows) AS t)
+          OR EXISTS (SELECT 1 FROM reservations r JOIN unnest(p_accounts, p_ids) AS t(a, d)
+                     ON r.account_id = t.a AND r.id = t.d) THEN
+          FOR i IN 1 .. n LOOP
+            v_out := array_append(v_out,
+              junction_reserve(p_accounts[i], p_ids[i], p_uppers[i], p_expires[i], p_nows[i]));
+          END LOOP;
+          RETURN v_out;
+        END IF;
+        -- What each call would find free before the batch's own holds (NULL: unknown account).
+        WITH pairs AS (SELECT DISTINCT a, t FROM unnest(p_accounts, p_nows) AS u(a, t)),
+          free AS (
+            SELECT p.a, p.t, l.credits - l.usage - coalesce((SELECT sum(r.amount) FROM reservations r
+              WHERE r.account_id = p.a AND r.expires_at > p.t), 0) AS f
+            FROM pairs p JOIN ledger l ON l.account_id = p.a)
+        SELECT array_agg(free.f ORDER BY u.i) INTO v_base
+          FROM unnest(p_accounts, p_nows) WITH ORDINALITY AS u(a, t, i)
+          LEFT JOIN free ON free.a = u.a AND free.t = u.t;
+        FOR i IN 1 .. n LOOP
+          v_held := NULL;
+          IF v_base[i] IS NOT NULL THEN
+            k := array_position(v_accts, p_accounts[i]);
+            IF k IS NULL THEN
+              v_accts := array_append(v_accts, p_accounts[i]);
+              v_taken := array_append(v_taken, 0::numeric);
+              k := array_length(v_accts, 1);
+            END IF;
+            v_free := v_base[i] - v_taken[k];
+            IF v_free > 0 THEN
+              v_held := least(p_uppers[i], v_free);
+              v_taken[k] := v_taken[k] + v_held;
+            END IF;
+          END IF;
+          v_out := array_append(v_out, v_held);
+        END LOOP;
+        INSERT INTO reservations (account_id, id, amount, expires_at)
+          SELECT a, d, h, e FROM unnest(p_accounts, p_ids, v_out, p_expires) AS u(a, d, h, e)
+          WHERE h IS NOT NULL;
+        RETURN v_out;
+      END
+      $$;
+
+      -- p: a json array of settles, each {the record's columns, a: account, ref: reservation id, cost,
+      -- held, now, tokens}. Returns the charged cost per item, NULL for a generation id already settled
+      -- (in an earlier batch or earlier in this one). The charges are added to each account's usage once,
+      -- at the end, unless a charge past its hold must read the balance first (then the account's
+      -- charges so far are added before junction_charge_ceiling reads it).
+      CREATE FUNCTION junction_settle_many(p jsonb) RETURNS numeric[] LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        e jsonb;
+        v_cost numeric;
+        v_full numeric;
+        v_hold numeric;
+        v_charged numeric;
+        v_out numeric[] := '{}';
+        v_accts text[] := '{}';
+        v_pending numeric[] := '{}';
+        k integer;
+      BEGIN
+        PERFORM 1 FROM ledger WHERE account_id IN (SELECT x->>'a' FROM jsonb_array_elements(p) x)
+          ORDER BY account_id FOR NO KEY UPDATE;
+        FOR e IN SELECT x FROM jsonb_array_elements(p) AS x LOOP
+          v_full := (e->>'cost')::numeric;
+          k := array_position(v_accts, e->>'a');
+          IF k IS NULL THEN
+            v_accts := array_append(v_accts, e->>'a');
+            v_pending := array_append(v_pending, 0::numeric);
+            k := array_length(v_accts, 1);
+          END IF;
+          SELECT amount INTO v_hold FROM reservations
+            WHERE account_id = e->>'a' AND id = e->>'ref' AND expires_at > (e->>'now')::bigint;
+          IF FOUND AND v_full <= coalesce((e->>'held')::numeric, v_hold) THEN
+            v_cost := v_full;
+          ELSE
+            IF v_pending[k] <> 0 THEN
+              UPDATE ledger SET usage = usage + v_pending[k] WHERE account_id = e->>'a';
+              v_pending[k] := 0;
+            END IF;
+            v_cost := least(v_full, junction_charge_ceiling(e->>'a', e->>'ref', (e->>'held')::numeric,
+              (e->>'now')::bigint, v_full));
+          END IF;
+          v_charged := NULL;
+          INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
+              generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
+              upstream_cost, discount_ppm, discount, cost, attempts, unbilled_usd, unbilled_tokens)
+            VALUES (e->>'id', e->>'a', e->>'api', e->>'model', e->>'provider', (e->>'createdAt')::bigint,
+              (e->>'generationTimeMs')::bigint, (e->>'latencyMs')::bigint, (e->>'streamed')::boolean,
+              e->>'finishReason', (e->>'cancelled')::boolean, e->>'costSource', e->'usage',
+              (e->>'upstreamCost')::numeric, (e->>'discountPpm')::integer, (e->>'discount')::numeric,
+              v_cost, CASE WHEN jsonb_typeof(e->'attempts') = 'array' THEN e->'attempts' END,
+              CASE WHEN v_cost < v_full THEN v_full - v_cost END,
+              CASE WHEN v_cost < v_full
+                THEN floor(((e->>'tokens')::numeric * (v_full - v_cost) * 2 + v_full) / (2 * v_full)) END)
+            ON CONFLICT (generation_id) DO NOTHING RETURNING cost INTO v_charged;
+          IF v_charged IS NOT NULL THEN
+            DELETE FROM reservations WHERE account_id = e->>'a' AND id = e->>'ref';
+            v_pending[k] := v_pending[k] + v_charged;
+          END IF;
+          v_out := array_append(v_out, v_charged);
+        END LOOP;
+        UPDATE ledger l SET usage = l.usage + c.amount
+          FROM unnest(v_accts, v_pending) AS c(a, amount)
+          WHERE l.account_id = c.a AND c.amount <> 0;
+        RETURN v_out;
+      END
+      $$;
+
+      -- Several consume calls: call c has the checks p_first[c] .. p_first[c] + p_count[c] - 1 of the
+      -- flat arrays, its own window and now. One row per check, in order, with its call's number.
+      CREATE FUNCTION junction_consume_many(
+        p_first integer[], p_count integer[], p_windows bigint[], p_nows bigint[],
+        p_keys text[], p_amounts bigint[], p_limits bigint[]
+      ) RETURNS TABLE (call integer, fits boolean, used bigint) LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        c integer;
+        lo integer;
+        hi integer;
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        INSERT INTO rate_windows AS r (key, window_ms, start, current, previous)
+          SELECT k, p_windows[1], p_nows[1] - p_nows[1] % p_windows[1], 0, 0
+          FROM (SELECT DISTINCT unnest(p_keys) AS k) u ORDER BY k
+          ON CONFLICT (key) DO UPDATE SET key = r.key;
+        FOR c IN 1 .. coalesce(array_length(p_first, 1), 0) LOOP
+          lo := p_first[c];
+          hi := p_first[c] + p_count[c] - 1;
+          RETURN QUERY SELECT c, t.fits, t.used
+            FROM junction_consume(p_keys[lo:hi], p_amounts[lo:hi], p_limits[lo:hi], p_windows[c], p_nows[c]) t;
+        END LOOP;
+      END
+      $$;
+    `,
+  },
 ]

@@ -4,9 +4,11 @@ import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
 import { capCharge } from '../billing/overage.ts'
 import { GatewayError } from '../errors.ts'
+import type { Money } from '../billing/money.ts'
 import type { Logger } from '../logger.ts'
 import type { FilePurpose, FileStore, StoredFile } from './files.ts'
 import { migrations } from './postgres-migrations.ts'
+import { createBatcher, type BatcherOptions } from './postgres-batch.ts'
 import { createPostgresTaskStores } from './postgres-tasks.ts'
 import { createPostgresResponseStore } from './responses.ts'
 import type {
@@ -17,9 +19,13 @@ import type {
   GenerationRecord,
   GenerationStore,
   LedgerStore,
+  RateCheck,
   RateDecision,
   AdmissionStore,
   RateLimitStore,
+  Reservation,
+  ReservationRef,
+  SettleLimit,
   Store,
 } from './types.ts'
 
@@ -43,9 +49,22 @@ export interface PostgresStoreOptions {
   poolSize?: number
   /** Generation records older than this are deleted by `sweep` (the ledger's totals stay). */
   retentionDays?: number
+  /**
+   * Group commit (postgres-batch.ts) of key lookups, credit reads, reserves, settles and rate-limit
+   * consumes: batches of one kind on their way at once (default 2) and most calls in one (default 256);
+   * false sends every call on its own.
+   */
+  batch?: { maxInFlight?: number; maxBatch?: number } | false
+  /** Told every statement sent (its kind: the prepared statement's name, else `query`), for counters. */
+  onRoundTrip?: (kind: string) => void
 }
 
-type Query = <R extends QueryResultRow>(text: string, values?: unknown[]) => Promise<QueryResult<R>>
+/** A statement with a `name` is prepared once per connection and then sent as name and values only. */
+type Query = <R extends QueryResultRow>(
+  text: string,
+  values?: unknown[],
+  name?: string,
+) => Promise<QueryResult<R>>
 
 // SQLSTATE classes meaning "the database cannot serve now": connection exception, insufficient
 // resources (too many connections), operator intervention (shutdown, starting up).
@@ -96,14 +115,18 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     runner: pg.Pool | PoolClient,
     text: string,
     values?: unknown[],
+    name?: string,
   ): Promise<QueryResult<R>> => {
+    options.onRoundTrip?.(name ?? 'query')
     try {
-      return await runner.query<R>(text, values)
+      return await (name === undefined
+        ? runner.query<R>(text, values)
+        : runner.query<R>({ name, text, ...(values ? { values } : {}) }))
     } catch (err) {
       throw toStoreError(err)
     }
   }
-  const query: Query = (text, values) => run(pool, text, values)
+  const query: Query = (text, values, name) => run(pool, text, values, name)
 
   /** Runs `fn` in one transaction; on any error the connection is discarded, which rolls it back. */
   const transaction = async <T>(fn: (q: Query) => Promise<T>): Promise<T> => {
@@ -113,7 +136,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     } catch (err) {
       throw toStoreError(err)
     }
-    const q: Query = (text, values) => run(client, text, values)
+    const q: Query = (text, values, name) => run(client, text, values, name)
     try {
       await q('BEGIN')
       const result = await fn(q)
@@ -151,11 +174,12 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     throw err
   }
 
-  const rateLimits = createRateLimits(query)
+  const batch = batchOptions(options.batch)
+  const rateLimits = createRateLimits(query, batch)
   const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000
   return {
-    accounts: createAccounts(query),
-    ledger: createLedger(query),
+    accounts: createAccounts(query, batch),
+    ledger: createLedger(query, batch),
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
@@ -198,6 +222,36 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
 
 type Transaction = <T>(fn: (q: Query) => Promise<T>) => Promise<T>
 
+/** Group commit settings; null: every call on its own. */
+type Batch = BatcherOptions | null
+
+function batchOptions(o: PostgresStoreOptions['batch']): Batch {
+  if (o === false) return null
+  return { maxInFlight: o?.maxInFlight ?? 2, maxBatch: o?.maxBatch ?? 256 }
+}
+
+/**
+ * `one` for a call alone, `many` for a batch of them (postgres-batch.ts). When `many` fails with
+ * anything but the database being unavailable (an item it refuses, such as an unknown account), its
+ * transaction committed nothing and each item is sent again on its own, so only that item fails.
+ */
+function batched<I, O>(
+  batch: Batch,
+  one: (item: I) => Promise<O>,
+  many: (items: I[]) => Promise<O[]>,
+): (item: I) => Promise<O> {
+  if (batch === null) return one
+  return createBatcher<I, O>(async (items) => {
+    if (items.length === 1) return Promise.allSettled([one(items[0]!)])
+    try {
+      return (await many(items)).map((value): PromiseFulfilledResult<O> => ({ status: 'fulfilled', value }))
+    } catch (err) {
+      if (err instanceof GatewayError) throw err
+      return Promise.allSettled(items.map(one))
+    }
+  }, batch)
+}
+
 /** A foreign key to accounts failed: the caller named an account that does not exist. */
 const isUnknownAccount = (err: unknown): boolean => err instanceof DatabaseError && err.code === '23503'
 
@@ -232,15 +286,30 @@ interface KeyRow {
   created_at: string
 }
 
-function createAccounts(query: Query): AccountStore {
-  return {
-    async findByKeyHash(keyHash) {
+function createAccounts(query: Query, batch: Batch): AccountStore {
+  const findByKeyHash = batched<string, Account | null>(
+    batch,
+    async (keyHash) => {
       const { rows } = await query<AccountRow>(
         `SELECT ${ACCOUNT_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
         [keyHash],
+        'account_by_key',
       )
       return rows[0] ? toAccount(rows[0]) : null
     },
+    async (hashes) => {
+      const { rows } = await query<AccountRow & { hash: string }>(
+        `SELECT k.hash, ${ACCOUNT_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id
+         WHERE k.hash = ANY ($1::text[])`,
+        [hashes],
+        'accounts_by_keys',
+      )
+      const found = new Map(rows.map((r) => [r.hash, toAccount(r)]))
+      return hashes.map((h) => found.get(h) ?? null)
+    },
+  )
+  return {
+    findByKeyHash,
     async get(id) {
       const { rows } = await query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = $1`, [
         id,
@@ -345,15 +414,203 @@ const toCredits = (r: CreditsRow): Credits => ({
   reserved: toMoney(r.reserved),
 })
 
-function createLedger(query: Query): LedgerStore {
+interface SettleItem {
+  ref: ReservationRef
+  record: GenerationRecord
+  limit: SettleLimit | undefined
+}
+
+interface ReserveItem {
+  accountId: string
+  id: string
+  upperBound: Money
+  now: number
+  ttlMs: number
+}
+
+const SETTLE_ONE = `WITH c AS (
+   SELECT least($17::numeric, junction_charge_ceiling($2, $18, $20::numeric, $21, $17::numeric)) AS cost),
+ ins AS (
+   INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
+     generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
+     upstream_cost, discount_ppm, discount, cost, attempts, unbilled_usd, unbilled_tokens)
+   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, c.cost, $19,
+     CASE WHEN c.cost < $17::numeric THEN $17::numeric - c.cost END,
+     CASE WHEN c.cost < $17::numeric
+       THEN floor(($22::numeric * ($17::numeric - c.cost) * 2 + $17::numeric) / (2 * $17::numeric))
+     END
+   FROM c
+   ON CONFLICT (generation_id) DO NOTHING RETURNING account_id, cost),
+ del AS (
+   DELETE FROM reservations WHERE account_id = $2 AND id = $18 AND EXISTS (SELECT 1 FROM ins)),
+ upd AS (
+   UPDATE ledger SET usage = usage + (SELECT cost FROM ins) WHERE account_id = $2 AND EXISTS (SELECT 1 FROM ins))
+ SELECT cost FROM ins`
+
+const settleNow = ({ record: r, limit }: SettleItem): number => limit?.now ?? r.createdAt + r.generationTimeMs
+
+/** One settle as junction_settle_many (migration 10) reads it. */
+const settleJson = (s: SettleItem) => {
+  const r = s.record
   return {
-    async credits(accountId, now) {
+    id: r.generationId,
+    a: r.accountId,
+    api: r.api,
+    model: r.model,
+    provider: r.provider,
+    createdAt: r.createdAt,
+    generationTimeMs: r.generationTimeMs,
+    latencyMs: r.latencyMs,
+    streamed: r.streamed,
+    finishReason: r.finishReason,
+    cancelled: r.cancelled,
+    costSource: r.costSource,
+    usage: r.usage,
+    upstreamCost: money(r.upstreamCost),
+    discountPpm: r.discountPpm,
+    discount: money(r.discount),
+    cost: money(r.cost),
+    attempts: r.attempts ?? null,
+    ref: s.ref.id,
+    held: s.limit?.held === undefined ? null : money(s.limit.held),
+    now: settleNow(s),
+    tokens: r.usage.total_tokens,
+  }
+}
+
+function createLedger(query: Query, batch: Batch): LedgerStore {
+  const credits = batched<{ accountId: string; now: number }, Credits>(
+    batch,
+    async ({ accountId, now }) => {
       const { rows } = await query<CreditsRow>(
         `SELECT credits, usage, ${OPEN_RESERVED} FROM ledger WHERE account_id = $1`,
         [accountId, now],
+        'credits',
       )
       return rows[0] ? toCredits(rows[0]) : { totalCredits: 0n, totalUsage: 0n, reserved: 0n }
     },
+    async (items) => {
+      const { rows } = await query<{
+        i: string
+        credits: string | null
+        usage: string | null
+        reserved: string
+      }>(
+        // The open holds summed once per distinct (account, now) of the batch, not once per call.
+        `WITH pairs AS (SELECT DISTINCT a, t FROM unnest($1::text[], $2::bigint[]) AS u(a, t)),
+           held AS (SELECT p.a, p.t, (SELECT coalesce(sum(r.amount), 0) FROM reservations r
+             WHERE r.account_id = p.a AND r.expires_at > p.t) AS reserved FROM pairs p)
+         SELECT q.i, l.credits, l.usage, held.reserved
+         FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(a, t, i)
+         JOIN held ON held.a = q.a AND held.t = q.t
+         LEFT JOIN ledger l ON l.account_id = q.a`,
+        [items.map((c) => c.accountId), items.map((c) => c.now)],
+        'credits_many',
+      )
+      const out: Credits[] = items.map(() => ({ totalCredits: 0n, totalUsage: 0n, reserved: 0n }))
+      for (const r of rows) {
+        if (r.credits !== null && r.usage !== null) out[Number(r.i) - 1] = toCredits(r as CreditsRow)
+      }
+      return out
+    },
+  )
+
+  const reserve = batched<ReserveItem, Reservation | null>(
+    batch,
+    async ({ accountId, id, upperBound, now, ttlMs }) => {
+      const expiresAt = now + ttlMs
+      // One round trip: junction_reserve (migration 2) locks the account's ledger row, so every
+      // reserve of the account, from any process, runs one at a time and sees the holds before it.
+      const { rows } = await query<{ amount: string | null }>(
+        'SELECT junction_reserve($1, $2, $3, $4, $5) AS amount',
+        [accountId, id, money(upperBound), expiresAt, now],
+        'reserve',
+      )
+      const amount = rows[0]?.amount
+      return amount == null ? null : { id, accountId, amount: toMoney(amount), expiresAt }
+    },
+    async (items) => {
+      // One round trip and one commit for the batch: junction_reserve_many (migration 10) locks the
+      // batch's ledger rows in account order, then reserves in the order of the calls.
+      const { rows } = await query<{ amounts: (string | null)[] }>(
+        // text[]: pg would read numeric[] as floats.
+        'SELECT junction_reserve_many($1::text[], $2::text[], $3::numeric[], $4::bigint[], $5::bigint[])::text[] AS amounts',
+        [
+          items.map((r) => r.accountId),
+          items.map((r) => r.id),
+          items.map((r) => money(r.upperBound)),
+          items.map((r) => r.now + r.ttlMs),
+          items.map((r) => r.now),
+        ],
+        'reserve_many',
+      )
+      const amounts = rows[0]!.amounts
+      return items.map(({ accountId, id, now, ttlMs }, i) => {
+        const amount = amounts[i]
+        return amount == null ? null : { id, accountId, amount: toMoney(amount), expiresAt: now + ttlMs }
+      })
+    },
+  )
+
+  const settleOne = async ({ ref, record: r, limit }: SettleItem): Promise<GenerationRecord | null> => {
+    // One statement, so one transaction: the record, the charge and the dropped hold commit together.
+    // A repeated generation id inserts nothing, and then nothing else happens either. The charge is
+    // capped as billing/overage.ts does it, by junction_charge_ceiling (migration 8): a cost within
+    // its open hold as it is, any other after locking the account's ledger row and reading the
+    // balance and the other holds.
+    try {
+      const { rows } = await query<{ cost: string }>(
+        SETTLE_ONE,
+        [
+          r.generationId,
+          r.accountId,
+          r.api,
+          r.model,
+          r.provider,
+          r.createdAt,
+          r.generationTimeMs,
+          r.latencyMs,
+          r.streamed,
+          r.finishReason,
+          r.cancelled,
+          r.costSource,
+          JSON.stringify(r.usage),
+          money(r.upstreamCost),
+          r.discountPpm,
+          money(r.discount),
+          money(r.cost),
+          ref.id,
+          r.attempts ? JSON.stringify(r.attempts) : null,
+          limit?.held === undefined ? null : money(limit.held),
+          settleNow({ ref, record: r, limit }),
+          r.usage.total_tokens,
+        ],
+        'settle',
+      )
+      return rows[0] ? capCharge(r, toMoney(rows[0].cost)) : null
+    } catch (err) {
+      if (isUnknownAccount(err)) throw new Error(`unknown account ${ref.accountId}`, { cause: err })
+      throw err
+    }
+  }
+
+  const settle = batched<SettleItem, GenerationRecord | null>(batch, settleOne, async (items) => {
+    // One round trip and one commit for the batch (junction_settle_many, migration 10): each settle
+    // in order, atomic with its record as alone, and every one committed before any caller hears back.
+    const { rows } = await query<{ costs: (string | null)[] }>(
+      'SELECT junction_settle_many($1::jsonb)::text[] AS costs',
+      [JSON.stringify(items.map(settleJson))],
+      'settle_many',
+    )
+    const costs = rows[0]!.costs
+    return items.map((s, i) => {
+      const cost = costs[i]
+      return cost == null ? null : capCharge(s.record, toMoney(cost))
+    })
+  })
+
+  return {
+    credits: (accountId, now) => credits({ accountId, now }),
     async addCredits(accountId, amount, now) {
       const { rows } = await query<CreditsRow>(
         `UPDATE ledger SET credits = credits + $3 WHERE account_id = $1 RETURNING credits, usage, ${OPEN_RESERVED}`,
@@ -362,86 +619,27 @@ function createLedger(query: Query): LedgerStore {
       if (!rows[0]) throw new Error(`unknown account ${accountId}`)
       return toCredits(rows[0])
     },
-    async reserve(accountId, id, upperBound, now, ttlMs) {
-      const expiresAt = now + ttlMs
-      // One round trip: junction_reserve (migration 2) locks the account's ledger row, so every
-      // reserve of the account, from any process, runs one at a time and sees the holds before it.
-      const { rows } = await query<{ amount: string | null }>(
-        'SELECT junction_reserve($1, $2, $3, $4, $5) AS amount',
-        [accountId, id, money(upperBound), expiresAt, now],
-      )
-      const amount = rows[0]?.amount
-      return amount == null ? null : { id, accountId, amount: toMoney(amount), expiresAt }
-    },
+    reserve: (accountId, id, upperBound, now, ttlMs) => reserve({ accountId, id, upperBound, now, ttlMs }),
     async renew(ref, now, ttlMs) {
       const { rowCount } = await query(
         'UPDATE reservations SET expires_at = $3 WHERE account_id = $1 AND id = $2 AND expires_at > $4',
         [ref.accountId, ref.id, now + ttlMs, now],
+        'renew',
       )
       return (rowCount ?? 0) > 0
     },
-    async settle(ref, r, limit) {
-      if (r.accountId !== ref.accountId) {
-        throw new Error(`generation ${r.generationId} settled against another account's reservation`)
+    async settle(ref, record, limit) {
+      if (record.accountId !== ref.accountId) {
+        throw new Error(`generation ${record.generationId} settled against another account's reservation`)
       }
-      // One statement, so one transaction: the record, the charge and the dropped hold commit together.
-      // A repeated generation id inserts nothing, and then nothing else happens either. The charge is
-      // capped as billing/overage.ts does it, by junction_charge_ceiling (migration 8): a cost within
-      // its open hold as it is, any other after locking the account's ledger row and reading the
-      // balance and the other holds.
-      try {
-        const { rows } = await query<{ cost: string }>(
-          `WITH c AS (
-             SELECT least($17::numeric, junction_charge_ceiling($2, $18, $20::numeric, $21, $17::numeric)) AS cost),
-           ins AS (
-             INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
-               generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
-               upstream_cost, discount_ppm, discount, cost, attempts, unbilled_usd, unbilled_tokens)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, c.cost, $19,
-               CASE WHEN c.cost < $17::numeric THEN $17::numeric - c.cost END,
-               CASE WHEN c.cost < $17::numeric
-                 THEN floor(($22::numeric * ($17::numeric - c.cost) * 2 + $17::numeric) / (2 * $17::numeric))
-               END
-             FROM c
-             ON CONFLICT (generation_id) DO NOTHING RETURNING account_id, cost),
-           del AS (
-             DELETE FROM reservations WHERE account_id = $2 AND id = $18 AND EXISTS (SELECT 1 FROM ins)),
-           upd AS (
-             UPDATE ledger SET usage = usage + (SELECT cost FROM ins) WHERE account_id = $2 AND EXISTS (SELECT 1 FROM ins))
-           SELECT cost FROM ins`,
-          [
-            r.generationId,
-            r.accountId,
-            r.api,
-            r.model,
-            r.provider,
-            r.createdAt,
-            r.generationTimeMs,
-            r.latencyMs,
-            r.streamed,
-            r.finishReason,
-            r.cancelled,
-            r.costSource,
-            JSON.stringify(r.usage),
-            money(r.upstreamCost),
-            r.discountPpm,
-            money(r.discount),
-            money(r.cost),
-            ref.id,
-            r.attempts ? JSON.stringify(r.attempts) : null,
-            limit?.held === undefined ? null : money(limit.held),
-            limit?.now ?? r.createdAt + r.generationTimeMs,
-            r.usage.total_tokens,
-          ],
-        )
-        return rows[0] ? capCharge(r, toMoney(rows[0].cost)) : null
-      } catch (err) {
-        if (isUnknownAccount(err)) throw new Error(`unknown account ${ref.accountId}`, { cause: err })
-        throw err
-      }
+      return settle({ ref, record, limit })
     },
     async release(ref) {
-      await query('DELETE FROM reservations WHERE account_id = $1 AND id = $2', [ref.accountId, ref.id])
+      await query(
+        'DELETE FROM reservations WHERE account_id = $1 AND id = $2',
+        [ref.accountId, ref.id],
+        'release',
+      )
     },
   }
 }
@@ -663,7 +861,75 @@ function createFiles(query: Query, transaction: Transaction): FileStore {
   }
 }
 
-function createRateLimits(query: Query): RateLimitStore {
+interface ConsumeItem {
+  checks: readonly RateCheck[]
+  windowMs: number
+  now: number
+}
+
+type ConsumeRow = { fits: boolean; used: string }
+
+/** The decisions of one consume call from its rows (one per check, in order). */
+function toDecisions({ checks, windowMs, now }: ConsumeItem, rows: ConsumeRow[]) {
+  const allowed = rows.every((r) => r.fits)
+  const resetAt = now - (now % windowMs) + windowMs
+  return {
+    allowed,
+    decisions: checks.map((check, i): RateDecision => {
+      const used = Number(rows[i]!.used)
+      return {
+        allowed: rows[i]!.fits,
+        limit: check.limit,
+        remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
+        resetAt,
+      }
+    }),
+  }
+}
+
+function createRateLimits(query: Query, batch: Batch): RateLimitStore {
+  const consume = batched<ConsumeItem, { allowed: boolean; decisions: RateDecision[] }>(
+    batch,
+    async (item) => {
+      const { checks, windowMs, now } = item
+      // One round trip: junction_consume (migration 3) locks the windows in key order, rolls them over,
+      // judges every check and counts all or nothing, with the same arithmetic as memory.ts.
+      const { rows } = await query<ConsumeRow>(
+        'SELECT fits, used FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5)',
+        [checks.map((c) => c.key), checks.map((c) => c.amount), checks.map((c) => c.limit), windowMs, now],
+        'consume',
+      )
+      return toDecisions(item, rows)
+    },
+    async (items) => {
+      // One round trip for the batch: junction_consume_many (migration 10) locks every window of the
+      // batch in key order, then runs junction_consume for each call in order.
+      const first: number[] = []
+      let next = 1
+      for (const item of items) {
+        first.push(next)
+        next += item.checks.length
+      }
+      const flat = items.flatMap((item) => item.checks)
+      const { rows } = await query<ConsumeRow & { call: number }>(
+        `SELECT call, fits, used FROM junction_consume_many($1::integer[], $2::integer[], $3::bigint[],
+           $4::bigint[], $5::text[], $6::bigint[], $7::bigint[])`,
+        [
+          first,
+          items.map((item) => item.checks.length),
+          items.map((item) => item.windowMs),
+          items.map((item) => item.now),
+          flat.map((c) => c.key),
+          flat.map((c) => c.amount),
+          flat.map((c) => c.limit),
+        ],
+        'consume_many',
+      )
+      const perCall: ConsumeRow[][] = items.map(() => [])
+      for (const r of rows) perCall[r.call - 1]!.push(r)
+      return items.map((item, i) => toDecisions(item, perCall[i]!))
+    },
+  )
   return {
     async sweep(now) {
       // Rows a consume holds are skipped (a consume locks several in key order; waiting for them here
@@ -676,26 +942,7 @@ function createRateLimits(query: Query): RateLimitStore {
     },
     async consume(checks, windowMs, now) {
       if (checks.length === 0) return { allowed: true, decisions: [] }
-      // One round trip: junction_consume (migration 3) locks the windows in key order, rolls them over,
-      // judges every check and counts all or nothing, with the same arithmetic as memory.ts.
-      const { rows } = await query<{ fits: boolean; used: string }>(
-        'SELECT fits, used FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5)',
-        [checks.map((c) => c.key), checks.map((c) => c.amount), checks.map((c) => c.limit), windowMs, now],
-      )
-      const allowed = rows.every((r) => r.fits)
-      const resetAt = now - (now % windowMs) + windowMs
-      return {
-        allowed,
-        decisions: checks.map((check, i): RateDecision => {
-          const used = Number(rows[i]!.used)
-          return {
-            allowed: rows[i]!.fits,
-            limit: check.limit,
-            remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
-            resetAt,
-          }
-        }),
-      }
+      return consume({ checks, windowMs, now })
     },
     async adjust(key, delta, windowMs, now) {
       const start = now - (now % windowMs)
@@ -709,6 +956,7 @@ function createRateLimits(query: Query): RateLimitStore {
            previous = CASE WHEN r.start = $3 THEN r.previous WHEN $3 - r.start = $2 THEN r.current ELSE 0 END,
            current = greatest(0, CASE WHEN r.start = $3 THEN r.current ELSE 0 END + $4::bigint)`,
         [key, windowMs, start, delta],
+        'adjust',
       )
     },
   }

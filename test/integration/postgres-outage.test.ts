@@ -8,7 +8,9 @@ import { createLogger, type Logger } from '../../src/logger.ts'
 import { createPostgresStore } from '../../src/store/postgres.ts'
 import type { Store } from '../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../contract/store.ts'
+import { startGateway } from '../support/gateway.ts'
 import { useTestDatabase } from '../support/postgres.ts'
+import { pricedMockModel } from '../support/server-process.ts'
 
 // A TCP proxy between the store and PostgreSQL, cut and restored by the test: with the database
 // unreachable every call fails as store_unavailable (never a crash), no half-written state is left,
@@ -207,5 +209,75 @@ describe('postgres outage', () => {
     const { credits, records } = await expectConsistent(store, id)
     expect(records).toEqual([record])
     expect(credits).toEqual({ totalCredits: usd(1), totalUsage: usd('0.3'), reserved: 0n })
+  })
+  it('a batch of 40 settles whose answer was lost: all committed once, settling again changes nothing', async () => {
+    const { proxy, store, id } = await setup()
+    const refs = Array.from({ length: 40 }, (_, i) => ({ id: `g${i}`, accountId: id }))
+    const records = refs.map(() => generationFixture(`gen-${crypto.randomUUID()}`, id, { cost: usd('0.01') }))
+    // One statement for the 40 (group commit), committed by the database; its answer is lost.
+    const cutting = proxy.cutAfter('settle_many')
+    const lost = await Promise.allSettled(refs.map((r, i) => store.ledger.settle(r, records[i]!)))
+    expect(lost.every((r) => r.status === 'rejected' && r.reason instanceof GatewayError)).toBe(true)
+    await cutting
+    await proxy.restore()
+    // The callers retry: every generation id is already settled, nothing is charged twice.
+    const again = await Promise.all(refs.map((r, i) => store.ledger.settle(r, records[i]!)))
+    expect(again.every((r) => r === null)).toBe(true)
+    const after = await expectConsistent(store, id)
+    expect(after.records).toHaveLength(40)
+    expect(after.credits.totalUsage).toBe(usd('0.4'))
+  })
+})
+
+describe('a gateway on PostgreSQL through an outage', () => {
+  it('answers 503 store_unavailable while cut, loses and doubles no charge, and serves again without a restart', async () => {
+    const { url } = await database()
+    const direct = new URL(url)
+    const proxy = await startProxy({ host: direct.hostname, port: Number(direct.port || 5432) })
+    const viaProxy = new URL(url)
+    viaProxy.port = String(proxy.port)
+    const id = `acct-${crypto.randomUUID()}`
+    const key = `sk-outage-${crypto.randomUUID()}`
+    const gw = await startGateway({
+      env: { GATEWAY_DATABASE_URL: viaProxy.toString() },
+      file: { models: [pricedMockModel], accounts: [{ id, keys: [key], credits: 10 }] },
+      listen: true,
+    })
+    onTestFinished(async () => {
+      await gw.close()
+      await proxy.cut()
+    })
+    const ask = () =>
+      fetch(`${gw.origin}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'mock/chat', messages: [{ role: 'user', content: 'hi' }] }),
+      })
+    const load = async (n: number) => {
+      const res = await Promise.all(Array.from({ length: n }, ask))
+      return Promise.all(
+        res.map(async (r) => ({ status: r.status, body: (await r.json()) as { error?: { code?: string } } })),
+      )
+    }
+
+    expect((await load(30)).every((r) => r.status === 200)).toBe(true)
+    await proxy.cut()
+    const cut = await load(30)
+    expect(cut.every((r) => r.status === 503 && r.body.error?.code === 'store_unavailable')).toBe(true)
+    await proxy.restore()
+    // The pool opens new connections by itself: the next requests are answered (a first one may still
+    // meet a connection that died in the cut).
+    let served = 0
+    for (let i = 0; i < 10 && served < 30; i++)
+      served += (await load(30)).filter((r) => r.status === 200).length
+    expect(served).toBeGreaterThanOrEqual(30)
+
+    const store = await createPostgresStore(url, {})
+    onTestFinished(() => store.close())
+    const { data } = await store.generations.listByAccount(id, { limit: 1000 })
+    expect(data.length).toBe(30 + served)
+    expect((await store.ledger.credits(id, Date.now())).totalUsage).toBe(
+      data.reduce((x, r) => x + r.cost, 0n),
+    )
   })
 })

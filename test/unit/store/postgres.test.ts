@@ -5,7 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
 import { createLogger } from '../../../src/logger.ts'
 import { migrations } from '../../../src/store/postgres-migrations.ts'
-import { createMemoryRateLimitStore } from '../../../src/store/memory.ts'
+import { createMemoryRateLimitStore, createMemoryStore } from '../../../src/store/memory.ts'
 import { createPostgresStore, redactUrl } from '../../../src/store/postgres.ts'
 import type { Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
@@ -53,16 +53,18 @@ describe('postgres: two stores on one database', () => {
     const [a, b] = [await open(), await open()]
     const each = usd('0.25')
     const id = uid('acct')
-    await a.accounts.create(accountFixture(id), each * 20n)
+    // Credits for 40: more than one store's 30 (one batch each), so whichever commits first, the other
+    // admits some too.
+    await a.accounts.create(accountFixture(id), each * 40n)
     const results = await Promise.all(
       Array.from({ length: 60 }, (_, i) => (i % 2 ? a : b).ledger.reserve(id, `g${i}`, each, 0, MINUTE)),
     )
     const admitted = results.filter((r) => r !== null)
-    expect(admitted).toHaveLength(20)
+    expect(admitted).toHaveLength(40)
     expect(admitted.every((r) => r.amount === each)).toBe(true)
     // Both processes admitted some: the race really was across the two pools.
     expect(new Set(admitted.map((r) => Number(r.id.slice(1)) % 2)).size).toBe(2)
-    expect((await b.ledger.credits(id, 0)).reserved).toBe(each * 20n)
+    expect((await b.ledger.credits(id, 0)).reserved).toBe(each * 40n)
   })
 
   it('a 3-per-minute limit gives exactly 3 across both', async () => {
@@ -109,7 +111,7 @@ describe('postgres: two stores on one database', () => {
     const applied = [...one.lines, ...two.lines]
       .filter((l) => l['msg'] === 'postgres store ready')
       .flatMap((l) => l['applied'] as number[])
-    expect(applied.sort()).toEqual(migrations.map((m) => m.version))
+    expect(applied.sort((x, y) => x - y)).toEqual(migrations.map((m) => m.version))
 
     const client = new pg.Client(fresh.url)
     await client.connect()
@@ -186,5 +188,170 @@ describe('postgres rate limits', () => {
     // The sequence exercised both answers.
     expect(outcomes.allowed).toBeGreaterThan(20)
     expect(outcomes.refused).toBeGreaterThan(20)
+  })
+})
+
+describe('postgres group commit', () => {
+  /** A store whose statements are counted by kind. */
+  async function counted(): Promise<{ store: Store; trips: Map<string, number> }> {
+    const trips = new Map<string, number>()
+    const store = await createPostgresStore((await database()).url, {
+      onRoundTrip: (kind) => trips.set(kind, (trips.get(kind) ?? 0) + 1),
+    })
+    onTestFinished(() => store.close())
+    return { store, trips }
+  }
+  const sum = (trips: Map<string, number>, kinds: string[]) =>
+    kinds.reduce((n, k) => n + (trips.get(k) ?? 0), 0)
+
+  it('400 concurrent reserves over two stores, credits for exactly 150: 150 admitted, a few round trips each', async () => {
+    const [a, b] = [await counted(), await counted()]
+    const each = usd('0.01')
+    const id = uid('acct')
+    await a.store.accounts.create(accountFixture(id), each * 150n)
+    const results = await Promise.all(
+      Array.from({ length: 400 }, (_, i) =>
+        (i % 2 ? a : b).store.ledger.reserve(id, `g${i}`, each, 0, MINUTE),
+      ),
+    )
+    expect(results.filter((r) => r !== null)).toHaveLength(150)
+    expect(results.every((r) => r === null || r.amount === each)).toBe(true)
+    expect((await a.store.ledger.credits(id, 0)).reserved).toBe(each * 150n)
+    // 200 calls per store, all made in one turn: one batch each, not 200 round trips.
+    for (const s of [a, b]) expect(sum(s.trips, ['reserve', 'reserve_many'])).toBeLessThanOrEqual(2)
+  })
+
+  it('settles in one batch decide as memory does one at a time, charge-ceiling and exactly-once included', async () => {
+    const reference = createMemoryStore()
+    const { store, trips } = await counted()
+    const run = async (s: Store, id: string, concurrent: boolean) => {
+      await s.accounts.create(accountFixture(id, { overdraft: usd('0.05') }), usd(1))
+      const holds = await Promise.all(
+        Array.from({ length: 14 }, (_, i) => s.ledger.reserve(id, `g${i}`, usd('0.1'), 0, MINUTE)),
+      )
+      // Costs around the holds: within, past the hold, past the overdraft; every other one settled
+      // twice (a retry), and the ones refused a hold settled without one.
+      const calls = Array.from({ length: 14 }, (_, i) => {
+        const record = generationFixture(`${id}-gen${i % 10}`, id, {
+          cost: usd(['0.02', '0.1', '0.13', '0.4'][i % 4]!),
+        })
+        const ref = { id: `g${i}`, accountId: id }
+        const held = holds[i]?.amount
+        return () => s.ledger.settle(ref, record, { ...(held === undefined ? {} : { held }), now: 1 })
+      })
+      const charged = concurrent
+        ? await Promise.all(calls.map((c) => c()))
+        : await calls.reduce<Promise<unknown[]>>(
+            async (acc, c) => [...(await acc), await c()],
+            Promise.resolve([]),
+          )
+      return {
+        charged: charged.map((r) => (r as { cost: bigint } | null)?.cost ?? null),
+        credits: await s.ledger.credits(id, 1),
+      }
+    }
+    const id = uid('acct')
+    const expected = await run(reference, id, false)
+    const before = trips.get('settle_many') ?? 0
+    const got = await run(store, id, true)
+    expect(got).toEqual(expected)
+    expect(got.charged.filter((c) => c === null)).toHaveLength(4)
+    expect((trips.get('settle_many') ?? 0) - before).toBe(1)
+    expect(got.credits.totalCredits - got.credits.totalUsage - got.credits.reserved).toBeGreaterThanOrEqual(
+      -usd('0.05'),
+    )
+  })
+
+  it.each([
+    ['distinct ids (holds summed once per account and now)', (i: number) => `g${i}`],
+    ['an id asked twice (taken one at a time)', (i: number) => `g${i % 25}`],
+  ])('reserves in one batch decide as memory does one at a time: %s', async (_, idOf) => {
+    const { store, trips } = await counted()
+    const reference = createMemoryStore()
+    const run = async (s: Store, concurrent: boolean) => {
+      const [a, b] = [uid('a'), uid('b')]
+      await s.accounts.create(accountFixture(a), usd(1))
+      await s.accounts.create(accountFixture(b), usd('0.35'))
+      // Holds from before the batch, one of them expiring amid the batch's nows.
+      await s.ledger.reserve(a, 'old1', usd('0.2'), 0, 10)
+      await s.ledger.reserve(b, 'old2', usd('0.05'), 0, MINUTE)
+      const calls = Array.from({ length: 30 }, (_, i) => {
+        const account = [a, b, uid('missing')][i % 3]!
+        return () => s.ledger.reserve(account, idOf(i), usd(['0.07', '0.15', '0.03'][i % 3]!), i, MINUTE)
+      })
+      const got = concurrent
+        ? await Promise.all(calls.map((c) => c()))
+        : await calls.reduce<Promise<unknown[]>>(
+            async (acc, c) => [...(await acc), await c()],
+            Promise.resolve([]),
+          )
+      return {
+        amounts: got.map((r) => (r as { amount: bigint } | null)?.amount ?? null),
+        a: await s.ledger.credits(a, 30),
+        b: await s.ledger.credits(b, 30),
+      }
+    }
+    const expected = await run(reference, false)
+    const before = trips.get('reserve_many') ?? 0
+    expect(await run(store, true)).toEqual(expected)
+    expect((trips.get('reserve_many') ?? 0) - before).toBe(1)
+  })
+
+  it('a batch with a settle the database refuses (unknown account) fails that one only', async () => {
+    const { store } = await counted()
+    const id = uid('acct')
+    await store.accounts.create(accountFixture(id), usd(1))
+    const missing = uid('missing')
+    const results = await Promise.allSettled([
+      store.ledger.settle({ id: 'a', accountId: id }, generationFixture(uid('gen'), id)),
+      store.ledger.settle({ id: 'b', accountId: missing }, generationFixture(uid('gen'), missing)),
+      store.ledger.settle({ id: 'c', accountId: id }, generationFixture(uid('gen'), id)),
+    ])
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/unknown account/)
+    const cost = generationFixture('x', id).cost
+    expect((await store.ledger.credits(id, 0)).totalUsage).toBe(cost * 2n)
+  })
+
+  it('300 concurrent rate-limit checks over two stores at a limit of 100: exactly 100, in a few round trips', async () => {
+    const [a, b] = [await counted(), await counted()]
+    const key = uid('rpm')
+    const tokens = uid('tpm')
+    const results = await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        (i % 2 ? a : b).store.rateLimits.consume(
+          [
+            { key, amount: 1, limit: 100 },
+            { key: tokens, amount: 10, limit: 100_000 },
+          ],
+          MINUTE,
+          1000 + i,
+        ),
+      ),
+    )
+    expect(results.filter((r) => r.allowed)).toHaveLength(100)
+    // All or nothing per call: the tokens counted are those of the admitted calls.
+    const after = await a.store.rateLimits.consume([{ key: tokens, amount: 0, limit: 100_000 }], MINUTE, 2000)
+    expect(after.decisions[0]!.remaining).toBe(100_000 - 100 * 10)
+    for (const s of [a, b]) expect(sum(s.trips, ['consume', 'consume_many'])).toBeLessThanOrEqual(2)
+  })
+
+  it('key lookups and credit reads of one turn are one statement each', async () => {
+    const { store, trips } = await counted()
+    const id = uid('acct')
+    await store.accounts.create(accountFixture(id), usd(2))
+    const key = { id: uid('key'), accountId: id, hash: uid('hash'), prefix: 'sk-x', createdAt: 1 }
+    await store.accounts.addKey(key)
+    const found = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => store.accounts.findByKeyHash(i % 5 ? key.hash : uid('nope'))),
+    )
+    expect(found.map((f) => f?.id ?? null)).toEqual(Array.from({ length: 50 }, (_, i) => (i % 5 ? id : null)))
+    const credits = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => store.ledger.credits(i % 5 ? id : uid('nope'), 0)),
+    )
+    expect(credits.filter((c) => c.totalCredits === usd(2))).toHaveLength(40)
+    expect(credits.filter((c) => c.totalCredits === 0n)).toHaveLength(10)
+    expect(sum(trips, ['account_by_key', 'accounts_by_keys'])).toBe(1)
+    expect(sum(trips, ['credits', 'credits_many'])).toBe(1)
   })
 })
