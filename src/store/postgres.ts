@@ -176,14 +176,15 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
 
   const batch = batchOptions(options.batch)
   const rateLimits = createRateLimits(query, batch)
+  const ledger = createLedger(query, batch)
   const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000
   return {
     accounts: createAccounts(query, batch),
-    ledger: createLedger(query, batch),
+    ledger,
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
-    admission: createAdmission(query, rateLimits),
+    admission: createAdmission(query, ledger, rateLimits),
     ...createPostgresTaskStores(query, transaction),
     responses: createPostgresResponseStore(query),
     async ping() {
@@ -968,8 +969,9 @@ function createRateLimits(query: Query, batch: Batch): RateLimitStore {
  * hold). The hold itself: the two calls in a row, as before (junction_consume commits without waiting for
  * the disk, which a hold in the same transaction must not).
  */
-function createAdmission(query: Query, rateLimits: RateLimitStore): AdmissionStore {
-  const composed = composeAdmission(createLedger(query), rateLimits)
+function createAdmission(query: Query, ledger: LedgerStore, rateLimits: RateLimitStore): AdmissionStore {
+  // The hold goes through the store's own ledger and rate limits, so it joins their group commits.
+  const composed = composeAdmission(ledger, rateLimits)
   return {
     async beforeBody(accountId, checks, windowMs, now, credits) {
       if (checks.length === 0 || !credits)
