@@ -78,7 +78,7 @@ describe('/v1/messages streamed from an Anthropic upstream', () => {
     const id = res.headers.get('x-generation-id')!
     const got = parseSse(await res.text())
     const sent = parseSse(readFixture(FIXTURE))
-    const start = sent[0]!.data as { message: Record<string, unknown> }
+    const start = sent[0]!.data as unknown as { message: Record<string, unknown> }
     const expected = [
       { event: 'message_start', data: { ...start, message: { ...start.message, id, model: CLAUDE } } },
       ...sent.slice(1),
