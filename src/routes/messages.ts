@@ -156,9 +156,11 @@ export async function* writeAnthropicSse(
     for await (const batch of batches) {
       const upstream = upstreamEventsOf(batch)
       let events: AnthropicStreamEvent[]
-      if (upstream) {
+      // Once native, always: a batch with no events of its own (the usage chunk made up at the end
+      // of a stream that lost its message_stop) has nothing to send.
+      if (upstream || native) {
         native = true
-        events = nativeEvents(upstream, {
+        events = nativeEvents(upstream ?? [], {
           id: translate.meta.id,
           model: batch[0]?.model || translate.meta.model,
         })

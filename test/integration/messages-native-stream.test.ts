@@ -120,6 +120,26 @@ describe('/v1/messages streamed from an Anthropic upstream', () => {
     expect(record.usage.cost).toBeGreaterThan(0)
   })
 
+  it('an upstream stream that loses only its message_stop still ends with one', async () => {
+    const cut = readFixture(FIXTURE).replace(/event: message_stop\n[^\n]*\n\n$/, '')
+    expect(cut).not.toContain('message_stop')
+    const { gw, client } = await behind({
+      'POST /v1/messages': (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.end(cut)
+      },
+    })
+    const got = parseSse(await (await postStream(gw, params)).text())
+    expect(got.map((e) => e.event).filter((e) => e.startsWith('message_'))).toEqual([
+      'message_start',
+      'message_delta',
+      'message_stop',
+    ])
+    const message = await client.messages.stream(params).finalMessage()
+    expect(message.stop_reason).toBe('pause_turn')
+    expect(message.content).toHaveLength(5)
+  })
+
   it('an upstream streaming past the output bound is cut: an error event, no message_stop', async () => {
     const words = Array.from({ length: 400 }, (_, i) => ({
       type: 'content_block_delta',
