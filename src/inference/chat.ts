@@ -17,7 +17,7 @@ import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
 import type { Account, AttemptRecord, GenerationRecord } from '../store/types.ts'
 import type { Metrics } from '../metrics.ts'
-import { carriesAnswer } from '../providers/shared/stream.ts'
+import { addUpstreamEvents, carriesAnswer, upstreamEventsOf } from '../providers/shared/stream.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
 import { beginGeneration, type Generation, type GenerationDeps, type Outcome } from './generation.ts'
 
@@ -230,6 +230,8 @@ async function openStream(
       const next = await it.next()
       if (next.done) break
       for (const chunk of next.value) held.push(chunk)
+      const events = upstreamEventsOf(next.value)
+      if (events) addUpstreamEvents(held, events)
       if (next.value.some(carriesAnswer) || held.length >= MAX_HELD_CHUNKS) break
     }
   } catch (err) {
@@ -237,7 +239,9 @@ async function openStream(
     throw err
   }
   const first: IteratorResult<ChatChunk[]> =
-    held.length > 0 ? { done: false, value: held } : { done: true, value: undefined }
+    held.length > 0 || upstreamEventsOf(held)
+      ? { done: false, value: held }
+      : { done: true, value: undefined }
   return { first, rest: it }
 }
 
@@ -380,7 +384,10 @@ async function* relayChunks(
         }
         out.push(chunk)
       }
-      if (out.length > 0) yield out
+      // The upstream's own events go along (a cut batch's do not: they hold what passed the limit).
+      const events = overrun ? undefined : upstreamEventsOf(next.value)
+      if (events) yield addUpstreamEvents(out, events)
+      else if (out.length > 0) yield out
       if (overrun) {
         ctx.stats.outputOverruns++
         ctx.log.warn(

@@ -5,12 +5,17 @@ import type { Deps } from '../deps.ts'
 import { toAnthropicErrorBody } from '../dialects/anthropic/errors.ts'
 import { anthropicOnly, toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'
 import { toAnthropicMessage } from '../dialects/anthropic/response.ts'
-import { createEventTranslator, type EventTranslator } from '../dialects/anthropic/stream.ts'
+import {
+  createEventTranslator,
+  type AnthropicStreamEvent,
+  type EventTranslator,
+} from '../dialects/anthropic/stream.ts'
 import { invalidRequest, toGatewayError } from '../errors.ts'
 import type { Candidate } from '../routing/router.ts'
 import { startChat } from '../inference/chat.ts'
 import { countPromptTokens } from '../inference/count-tokens.ts'
 import type { Logger } from '../logger.ts'
+import { upstreamEventsOf } from '../providers/shared/stream.ts'
 import type { ChatChunk } from '../providers/types.ts'
 import { parseCountTokensRequest, parseMessagesRequest } from '../schemas/messages.ts'
 import { sseNamedEvent } from '../sse.ts'
@@ -143,9 +148,28 @@ export async function* writeAnthropicSse(
 ): AsyncGenerator<string> {
   const frame = (events: { type: string }[]): string => events.map((e) => sseNamedEvent(e.type, e)).join('')
   let first = true
+  // Anthropic's own events, when the upstream was Anthropic's (see nativeEvents); message_stop is
+  // held until the relay has settled the generation, so the charge is committed before the last byte.
+  let native = false
+  let stop: AnthropicStreamEvent | undefined
   try {
     for await (const batch of batches) {
-      const events = translate(batch)
+      const upstream = upstreamEventsOf(batch)
+      let events: AnthropicStreamEvent[]
+      // Once native, always: a batch with no events of its own (the usage chunk made up at the end
+      // of a stream that lost its message_stop) has nothing to send.
+      if (upstream || native) {
+        native = true
+        events = nativeEvents(upstream ?? [], {
+          id: translate.meta.id,
+          model: batch[0]?.model || translate.meta.model,
+        })
+        const i = events.findIndex((e) => e.type === 'message_stop')
+        if (i >= 0) {
+          stop ??= events[i]
+          events = events.slice(0, i)
+        }
+      } else events = translate(batch)
       if (events.length === 0) continue
       yield frame(events)
       if (first) {
@@ -154,11 +178,28 @@ export async function* writeAnthropicSse(
         await new Promise((resolve) => setImmediate(resolve))
       }
     }
-    yield frame(translate.end())
+    // The relay is done (settled): the answer's last event. An Anthropic stream cut short of its
+    // message_stop after a complete message_delta (the adapter lets that through) gets one.
+    yield frame(native ? [stop ?? { type: 'message_stop' }] : translate.end())
   } catch (err) {
     if (o.signal.aborted) return
     const e = toGatewayError(err)
     o.log.warn({ err, status: e.status, code: e.code }, 'stream failed after it started')
     yield sseNamedEvent('error', toAnthropicErrorBody(e, o.requestId))
   }
+}
+
+/**
+ * An Anthropic upstream's own stream events as the client gets them: unchanged, every type, but for
+ * message_start's message `id` (the generation id) and `model` (the slug).
+ */
+export function nativeEvents(
+  events: readonly unknown[],
+  meta: { id: string; model: string },
+): AnthropicStreamEvent[] {
+  return events.map((raw) => {
+    const e = raw as AnthropicStreamEvent
+    if (e.type !== 'message_start' || typeof e.message !== 'object' || e.message === null) return e
+    return { ...e, message: { ...(e.message as Record<string, unknown>), id: meta.id, model: meta.model } }
+  })
 }

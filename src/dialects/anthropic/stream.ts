@@ -39,6 +39,8 @@ export interface EventTranslator {
   /** After the last chunk: the open block's stop, message_delta and message_stop. */
   end(): AnthropicStreamEvent[]
   readonly state: EventTranslatorState
+  /** The message's id and model, as the translator was made with. */
+  readonly meta: MessageMeta
 }
 
 export function createEventTranslator(meta: MessageMeta): EventTranslator {
@@ -190,5 +192,6 @@ export function createEventTranslator(meta: MessageMeta): EventTranslator {
       return out
     },
     state,
+    meta,
   })
 }

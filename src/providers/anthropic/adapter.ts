@@ -1,7 +1,7 @@
-import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
+import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
-import { newChunkMeta } from '../shared/stream.ts'
+import { addUpstreamEvents, newChunkMeta } from '../shared/stream.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
 import { toCountTokensBody, toUpstreamBody } from './request.ts'
@@ -66,6 +66,18 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
 
     chatStream(req, call) {
       const translate = createChunkTranslator(meta(call), { excludeReasoning: excludeReasoning(req) })
+      // A native request (/v1/messages) answers in Anthropic's own events: each batch keeps the events
+      // that produced it, every type (unknown ones too), for the route to send as they came.
+      const native = nativeAnthropicOf(req) !== undefined
+      let pending: unknown[] = []
+      const attach = native
+        ? (batch: ChatChunk[]): boolean => {
+            if (pending.length === 0) return false
+            addUpstreamEvents(batch, pending)
+            pending = []
+            return true
+          }
+        : undefined
       return translateSse(
         call,
         // Translation errors (400) are thrown before anything is sent upstream.
@@ -75,7 +87,10 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
           if (!parsed.ok)
             throw malformedUpstream(call, 'stream event is not a Messages API event', parsed.error)
           const event = parsed.event
-          if (event === undefined) return { chunks: [] }
+          if (event === undefined) {
+            if (native) pending.push(json)
+            return { chunks: [] }
+          }
           if (event.type === 'error') {
             call.log.warn(
               { provider: call.upstream.name, error: event.error.type },
@@ -88,6 +103,8 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
           const violation = translate.state.violation
           if (violation !== undefined)
             throw malformedUpstream(call, `stream events out of order: ${violation}`)
+          // A message_start resent (no chunks from it) is not the client's to see twice either.
+          if (native && (chunks.length > 0 || event.type !== 'message_start')) pending.push(json)
           return { chunks, last: event.type === 'message_stop' }
         },
         {
@@ -99,6 +116,7 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
             }
             return translate.end()
           },
+          attach,
         },
       )
     },

@@ -19,6 +19,29 @@ export function newChunkMeta(model: string, now: number): ChunkMeta {
 export type ChunkDelta = ChatChunk['choices'][number]['delta']
 
 /**
+ * The upstream's own stream events that produced a batch of chunks (in order, chunk-less ones
+ * included), kept on the batch array under this symbol when a route answers in that upstream's own
+ * dialect (a native /v1/messages request to Anthropic). Never serialised; absent on every other batch.
+ */
+export const UPSTREAM_EVENTS = Symbol('junction.upstream-events')
+
+export type WithUpstreamEvents<T> = T & { [UPSTREAM_EVENTS]?: unknown[] }
+
+/** The upstream events kept on a batch, if any. */
+export function upstreamEventsOf(batch: readonly unknown[]): unknown[] | undefined {
+  return (batch as WithUpstreamEvents<readonly unknown[]>)[UPSTREAM_EVENTS]
+}
+
+/** Keeps `events` on `batch` (after any it has). */
+export function addUpstreamEvents<T extends unknown[]>(batch: T, events: readonly unknown[]): T {
+  const b = batch as WithUpstreamEvents<T>
+  const had = b[UPSTREAM_EVENTS]
+  if (had) for (const e of events) had.push(e)
+  else b[UPSTREAM_EVENTS] = [...events]
+  return batch
+}
+
+/**
  * True for a chunk that carries something of the answer: output, a finish, or usage. Before the first
  * such chunk nothing is lost by retrying elsewhere; after it, the client must not see it twice.
  */

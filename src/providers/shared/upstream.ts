@@ -78,6 +78,11 @@ export interface SseEnd {
    * the chunks still to send, or throws when the answer is incomplete.
    */
   onEnd?: (marked: boolean) => readonly ChatChunk[]
+  /**
+   * Attaches what the protocol keeps beside the chunks (its raw events, see UPSTREAM_EVENTS) to a
+   * batch about to leave; true when there was some, so that a batch without chunks leaves too.
+   */
+  attach?: (batch: ChatChunk[]) => boolean
 }
 
 /**
@@ -107,9 +112,12 @@ export async function* translateSse(
   let batch: ChatChunk[] = []
   const take = (): ChatChunk[] => {
     const ready = batch
+    end.attach?.(ready)
     batch = []
     return ready
   }
+  /** A batch is ready: it has chunks, or (with `attach`) events kept beside them. */
+  const ready = (): boolean => batch.length > 0 || (end.attach?.(batch) ?? false)
   try {
     read: for await (const events of readSse(body)) {
       for (const sse of events) {
@@ -136,17 +144,17 @@ export async function* translateSse(
           yield take()
         }
       }
-      if (batch.length > 0) yield take()
+      if (ready()) yield take()
     }
     finished = true
   } catch (err) {
     // What was translated before the failure goes first; the error follows on the next read.
-    if (batch.length > 0) yield take()
+    if (ready()) yield take()
     if (err instanceof SseEventTooLargeError) throw malformedUpstream(call, err.message, err)
     throw fromNetworkError(err, call)
   } finally {
     if (!finished) body.destroy()
   }
   if (end.onEnd) for (const chunk of end.onEnd(marked)) batch.push(chunk)
-  if (batch.length > 0) yield take()
+  if (ready()) yield take()
 }

@@ -3,7 +3,12 @@ import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
 import { createLogger } from '../../../src/logger.ts'
 import type { UpstreamResponse } from '../../../src/providers/http.ts'
-import { deltaChunk, newChunkMeta } from '../../../src/providers/shared/stream.ts'
+import {
+  addUpstreamEvents,
+  deltaChunk,
+  newChunkMeta,
+  upstreamEventsOf,
+} from '../../../src/providers/shared/stream.ts'
 import { translateSse, type StreamStep } from '../../../src/providers/shared/upstream.ts'
 import type { ChatChunk, UpstreamCall } from '../../../src/providers/types.ts'
 
@@ -150,5 +155,43 @@ describe('translateSse', () => {
     await it.next()
     await it.return(undefined)
     expect(body.destroyed).toBe(true)
+  })
+
+  it('with attach, events kept beside the chunks ride on their batch, and a batch of only such events leaves', async () => {
+    const { open } = responseOf([event('a') + event('skip'), event('skip'), event('b') + event('end')])
+    let pending: unknown[] = []
+    const step = (json: unknown): StreamStep => {
+      pending.push(json)
+      return (json as { text: string }).text === 'skip' ? { chunks: [] } : onEvent(json)
+    }
+    const attach = (batch: ChatChunk[]): boolean => {
+      if (pending.length === 0) return false
+      addUpstreamEvents(batch, pending)
+      pending = []
+      return true
+    }
+    const batches: [string[], unknown[] | undefined][] = []
+    for await (const batch of translateSse(call, open, step, { attach })) {
+      batches.push([batch.map((c) => c.choices[0]?.delta.content ?? ''), upstreamEventsOf(batch)])
+    }
+    expect(batches).toEqual([
+      [['a'], [{ text: 'a' }]],
+      [[], [{ text: 'skip' }]],
+      [[], [{ text: 'skip' }]],
+      [
+        ['b', 'last'],
+        [{ text: 'b' }, { text: 'end' }],
+      ],
+    ])
+  })
+
+  it('without attach, a batch carries no upstream events and chunk-less events make no batch', async () => {
+    const { open } = responseOf([event('a') + event('skip'), event('skip'), event('end')])
+    const step = (json: unknown): StreamStep =>
+      (json as { text: string }).text === 'skip' ? { chunks: [] } : onEvent(json)
+    const batches: ChatChunk[][] = []
+    for await (const batch of translateSse(call, open, step)) batches.push(batch)
+    expect(batches.map((b) => b.length)).toEqual([1, 1])
+    expect(batches.map((b) => upstreamEventsOf(b))).toEqual([undefined, undefined])
   })
 })
