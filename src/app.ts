@@ -11,12 +11,12 @@ import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
 import {
   createClientErrorHandler,
   createLingerSlots,
-  lingerAfterAnswer,
   watchBody,
   writeRawError,
   type LingerSlots,
 } from './http/connection.ts'
 import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
+import { closeIfBodyUnread, prepareErrorReply } from './http/error-reply.ts'
 import { accountRoutes } from './routes/account.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { chatRoutes } from './routes/chat.ts'
@@ -66,19 +66,6 @@ const requestIdPattern = /^[0-9a-f]{32}$/
 
 /** The methods a 405's `Allow` may name. */
 const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
-
-/**
- * An answer sent before the request's body was read closes the connection: otherwise Node would read
- * (and discard) the rest of the body for as long as the client keeps sending it. The close lingers.
- */
-function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply): void {
-  if (request.raw.complete) return
-  reply.header('connection', 'close')
-  // What the client still sends is dropped for a while after the answer: a close with unread bytes
-  // would reset the connection and lose the answer (connection.ts). Per account ('' without one).
-  const account = (request.account as { id: string } | null)?.id ?? ''
-  lingerAfterAnswer(request.raw, request.server.lingerSlots, account)
-}
 
 const isStream = (payload: unknown): payload is NodeJS.ReadableStream =>
   typeof (payload as { pipe?: unknown } | null)?.pipe === 'function'
@@ -192,17 +179,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
 
   app.setErrorHandler((err, request, reply) => {
-    const e = toGatewayError(err)
-    if (reply.raw.destroyed) {
-      // The client went away first (its abort cancelled the upstream call): nobody to answer, no fault.
-      request.log.info('client closed the connection before the answer')
-      return reply.code(499).send()
-    }
-    // Refusals that are the gateway's normal state (busy, draining) are not faults: info, no stack.
-    if (e.status >= 500 && e.code !== 'server_busy' && e.code !== 'shutting_down') {
-      request.log.error({ err, status: e.status, code: e.code }, 'request failed')
-    } else request.log.info({ status: e.status, code: e.code, param: e.param }, 'request rejected')
-    closeIfBodyUnread(request, reply)
+    const e = prepareErrorReply(err, request, reply)
+    if (e === null) return reply
     return reply.code(e.status).headers(e.headers).send(toErrorBody(e, request.id))
   })
 

@@ -19,6 +19,7 @@ import { upstreamEventsOf } from '../providers/shared/stream.ts'
 import type { ChatChunk } from '../providers/types.ts'
 import { parseCountTokensRequest, parseMessagesRequest } from '../schemas/messages.ts'
 import { sseNamedEvent } from '../sse.ts'
+import { prepareErrorReply } from '../http/error-reply.ts'
 import { upstreamSignal } from './upstream-signal.ts'
 
 // The Anthropic Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`): its own auth
@@ -45,15 +46,8 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
 
   // The same handling as the app's, in Anthropic's error shape.
   app.setErrorHandler((err, request, reply) => {
-    const e = toGatewayError(err)
-    if (reply.raw.destroyed) {
-      request.log.info('client closed the connection before the answer')
-      return reply.code(499).send()
-    }
-    if (e.status >= 500 && e.code !== 'server_busy' && e.code !== 'shutting_down') {
-      request.log.error({ err, status: e.status, code: e.code }, 'request failed')
-    } else request.log.info({ status: e.status, code: e.code, param: e.param }, 'request rejected')
-    if (!request.raw.complete) reply.header('connection', 'close')
+    const e = prepareErrorReply(err, request, reply)
+    if (e === null) return reply
     return reply
       .code(e.status)
       .headers(e.headers)

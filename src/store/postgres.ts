@@ -991,21 +991,8 @@ function createAdmission(query: Query, ledger: LedgerStore, rateLimits: RateLimi
           accountId,
         ],
       )
-      const allowed = rows.every((r) => r.fits)
-      const resetAt = now - (now % windowMs) + windowMs
-      return {
-        allowed,
-        decisions: checks.map((check, i): RateDecision => {
-          const used = Number(rows[i]!.used)
-          return {
-            allowed: rows[i]!.fits,
-            limit: check.limit,
-            remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
-            resetAt,
-          }
-        }),
-        hasCredits: allowed ? rows[0]!.has === true : null,
-      }
+      const decided = toDecisions({ checks, windowMs, now }, rows)
+      return { ...decided, hasCredits: decided.allowed ? rows[0]!.has === true : null }
     },
     reserve: composed.reserve,
   }

@@ -28,11 +28,12 @@ async function sendThenRead(
   headers: Record<string, string | number>,
   chunks: number,
   framing: 'length' | 'chunked' = 'length',
+  path = '/v1/chat/completions',
 ) {
   const c = await openRaw(gw.origin)
   cleanups.push(async () => void c.socket.destroy())
   c.socket.pause()
-  c.socket.write(head('POST /v1/chat/completions HTTP/1.1', headers))
+  c.socket.write(head(`POST ${path} HTTP/1.1`, headers))
   const piece = Buffer.alloc(64 * 1024, 'a')
   const framed =
     framing === 'chunked'
@@ -62,6 +63,21 @@ describe('lingering close', () => {
     if (res instanceof Error) return
     expect(res.status).toBe(401)
     expect(JSON.parse(res.body).error.code).toBe('missing_api_key')
+  })
+
+  it("the same on /v1/messages, whose errors take Anthropic's shape", async () => {
+    const gw = await gateway()
+    const res = await sendThenRead(
+      gw,
+      { 'content-type': 'application/json', 'content-length': 64 * 1024 * 512 },
+      512,
+      'length',
+      '/v1/messages',
+    )
+    expect(res).not.toBeInstanceOf(Error)
+    if (res instanceof Error) return
+    expect(res.status).toBe(401)
+    expect(JSON.parse(res.body)).toMatchObject({ type: 'error', error: { type: 'authentication_error' } })
   })
 
   it('a 413 on the announced length reaches the client while it keeps sending', async () => {
