@@ -202,6 +202,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     w.unref()
     worker = w
     dead = undefined
+    options.onThreadStart?.()
     let gone = false
     const lost = (err: Error): void => {
       if (gone) return

@@ -85,6 +85,8 @@ export interface SqliteStoreOptions {
   onBatch?: (calls: number) => void
   /** Told when the database thread died (it is started again `restartInMs` later). */
   onThreadError?: (err: unknown, restartInMs: number) => void
+  /** Told each time a database thread is started (the first, and each restart). */
+  onThreadStart?: () => void
   /**
    * Tests: while `stallGate[0]` is 1 the database thread blocks before each batch, as on a stalled disk
    * (set it back to 0 and `Atomics.notify` it to resume); at 2 the thread exits instead (a crash).

@@ -214,17 +214,18 @@ describe('/v1/messages streamed from an Anthropic upstream', () => {
     })
     const stream = client.messages.stream(params)
     let id = ''
-    let serverTool = false
+    let sawServerTool!: () => void
+    const serverTool = new Promise<void>((resolve) => (sawServerTool = resolve))
     stream.on('streamEvent', (e) => {
       if (e.type === 'message_start') id = e.message.id
       if (e.type === 'content_block_start' && e.content_block.type === 'web_search_tool_result')
-        serverTool = true
+        sawServerTool()
     })
     await new Promise((resolve) => stream.once('text', resolve))
     const aborted = fake.nextAbort()
     const ended = stream.done().catch((e: unknown) => e)
     // The search's blocks arrive before the client leaves.
-    while (!serverTool) await new Promise((resolve) => setTimeout(resolve, 5))
+    await serverTool
     stream.abort()
     await aborted
     expect(await ended).toBeInstanceOf(Anthropic.APIUserAbortError)

@@ -8,7 +8,7 @@ import { GatewayError } from '../../../src/errors.ts'
 import type { CheckpointReport } from '../../../src/store/sqlite-checkpointer.ts'
 import { createSqliteStore, type SqliteStoreOptions } from '../../../src/store/sqlite.ts'
 import { sqliteMigrations } from '../../../src/store/sqlite-migrations.ts'
-import type { Credits, Store } from '../../../src/store/types.ts'
+import type { Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 
 // What only the SQLite backend does (the interface itself: sqlite.contract.test.ts): state on disk
@@ -245,24 +245,25 @@ describe('SQLite store', () => {
   it('a database thread that dies fails its calls with store_unavailable and is started again', async () => {
     const gate = new Int32Array(new SharedArrayBuffer(4))
     const restartsIn: number[] = []
+    let starts = 0
+    let restarted!: () => void
+    const started = new Promise<void>((resolve) => (restarted = resolve))
     const store = open(freshPath(), {
       stallGate: gate,
       onThreadError: (_err, restartInMs) => {
         restartsIn.push(restartInMs)
         Atomics.store(gate, 0, 0)
       },
+      onThreadStart: () => {
+        if (++starts === 2) restarted()
+      },
     })
     await store.accounts.create(accountFixture('acct'), usd(3))
     Atomics.store(gate, 0, 2)
     await expect(store.ledger.credits('acct', 0)).rejects.toMatchObject({ code: 'store_unavailable' })
     expect(restartsIn).toEqual([100])
-    let credits: Credits | undefined
-    while (!credits) {
-      credits = await store.ledger.credits('acct', 0).catch(async () => {
-        await new Promise((resolve) => setTimeout(resolve, 10))
-        return undefined
-      })
-    }
+    await started
+    const credits = await store.ledger.credits('acct', 0)
     expect(credits.totalCredits).toBe(usd(3))
     expect(restartsIn).toEqual([100])
   })
