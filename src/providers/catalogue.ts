@@ -118,7 +118,7 @@ const BARE_NAMES = new Set(['openai', 'anthropic'])
 const catalogue: readonly CatalogueModel[] = [
   chat('mock', 'chat'),
   embedding('mock', 'embed'),
-  // The mock's media models: one per input family, real PNG, MP4 and audio bytes (README, Predictions).
+  // The mock's media models: one per input family, real PNG, MP4 and audio bytes (docs/predictions.md).
   media('mock', 'image', 'image'),
   media('mock', 'video', 'video'),
   media('mock', 'speech', 'speech'),

@@ -425,7 +425,7 @@ export const chatRequestSchema = z
   })
 
 /**
- * How many of each repeated thing one chat request may hold (README, Limits). Far above real use
+ * How many of each repeated thing one chat request may hold (docs/api.md, Limits). Far above real use
  * (OpenAI documents 128 tools and 16 metadata pairs), they bound the work one request costs: zod
  * checks an array's length only after every item, so these are checked first, by length alone.
  * Objects of more than 10 000 keys anywhere were refused when the body was parsed (http/json-body.ts).

@@ -8,12 +8,13 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { useServerProcesses } from '../support/server-process.ts'
+import { readDocs } from '../support/docs.ts'
 
 // The README's curl examples, run as written by bash and curl against the real server (only the
 // address is changed to the test's port, and a listed file's id put in for the `file-…` placeholder).
 
 const run = promisify(execFile)
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+const readme = readDocs()
 const start = useServerProcesses()
 const dirs: string[] = []
 afterAll(() => {

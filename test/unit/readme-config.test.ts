@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { hashKey, loadConfig } from '../../src/config.ts'
+import { readDocs } from '../support/docs.ts'
 
 // The README's configuration examples are what users copy: each must load as printed.
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+const readme = readDocs()
 
 /** The JSON blocks of a README section. */
 function jsonBlocks(heading: string): string[] {

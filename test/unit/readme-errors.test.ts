@@ -1,11 +1,11 @@
-import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { errorCatalogue } from '../../src/errors.ts'
+import { readDocs } from '../support/docs.ts'
 
 // The README's error table is what users code against: it must list every code the gateway can
 // answer, each with the status and type the catalogue gives it, and nothing else.
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+const readme = readDocs()
 
 function tableRows(): { status: number; type: string; codes: string[] }[] {
   const section = readme.slice(
