@@ -12,7 +12,6 @@ import {
 } from '../dialects/anthropic/stream.ts'
 import { invalidRequest, toGatewayError } from '../errors.ts'
 import type { Candidate } from '../routing/router.ts'
-import { startChat } from '../inference/chat.ts'
 import { countPromptTokens } from '../inference/count-tokens.ts'
 import type { Logger } from '../logger.ts'
 import { upstreamEventsOf } from '../providers/shared/stream.ts'
@@ -20,6 +19,8 @@ import type { ChatChunk } from '../providers/types.ts'
 import { parseCountTokensRequest, parseMessagesRequest } from '../schemas/messages.ts'
 import { sseNamedEvent } from '../sse.ts'
 import { prepareErrorReply } from '../http/error-reply.ts'
+import { admitBeforeBody } from './admission.ts'
+import { openEventStream, routeChat } from './chat-call.ts'
 import { upstreamSignal } from './upstream-signal.ts'
 
 // The Anthropic Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`): its own auth
@@ -55,43 +56,29 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
       .send(toAnthropicErrorBody(e, request.id))
   })
 
-  app.post(API, async (request: FastifyRequest, reply: FastifyReply) => {
-    const parsed = parseMessagesRequest(request.body)
-    const req = toChatRequest(parsed, { beta: betaValues(request) })
-    const signal = upstreamSignal(reply)
-    const started = await startChat(deps, {
-      account: request.account,
-      req,
-      api: API,
-      signal,
-      log: request.log,
-      onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
-      onRecord: (record) => {
-        request.junction.record = record
-      },
-      traceparent: request.junction.trace?.traceparent,
-      onRouted: onlyToAnthropic(anthropicOnly(parsed)),
-    })
-    reply.headers(started.headers)
-    if (!started.stream) return toAnthropicMessage(started.completion, parsed.stop_sequences)
-    reply
-      .header('content-type', 'text/event-stream; charset=utf-8')
-      .header('cache-control', 'no-cache')
-      .header('x-accel-buffering', 'no')
-    deps.metrics.openStreams.inc()
-    reply.raw.once('close', () => deps.metrics.openStreams.dec())
-    const translate = createEventTranslator({
-      id: started.generationId,
-      model: req.model,
-      stops: parsed.stop_sequences,
-    })
-    const body = writeAnthropicSse(started.batches, translate, {
-      signal,
-      requestId: request.id,
-      log: request.log,
-    })
-    return reply.send(Readable.from(body, { objectMode: false }))
-  })
+  app.post(
+    API,
+    { onRequest: admitBeforeBody(deps) },
+    async (request: FastifyRequest, reply: FastifyReply) => {
+      const parsed = parseMessagesRequest(request.body)
+      const req = toChatRequest(parsed, { beta: betaValues(request) })
+      const chat = routeChat(deps, request, reply, API)
+      const started = await chat.start(req, { onRouted: onlyToAnthropic(anthropicOnly(parsed)) })
+      if (!started.stream) return toAnthropicMessage(started.completion, parsed.stop_sequences)
+      openEventStream(deps, reply)
+      const translate = createEventTranslator({
+        id: started.generationId,
+        model: req.model,
+        stops: parsed.stop_sequences,
+      })
+      const body = writeAnthropicSse(started.batches, translate, {
+        signal: chat.signal,
+        requestId: request.id,
+        log: request.log,
+      })
+      return reply.send(Readable.from(body, { objectMode: false }))
+    },
+  )
 
   app.post(`${API}/count_tokens`, async (request, reply) => {
     const prompt = toCountRequest(parseCountTokensRequest(request.body), { beta: betaValues(request) })

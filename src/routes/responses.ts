@@ -9,7 +9,6 @@ import {
   type ResponseObject,
 } from '../dialects/responses/response.ts'
 import { writeResponsesSse } from '../dialects/responses/stream.ts'
-import { startChat } from '../inference/chat.ts'
 import {
   deleteStoredResponse,
   getStoredResponse,
@@ -18,13 +17,14 @@ import {
   saveResponse,
 } from '../inference/responses.ts'
 import { parseResponsesRequest } from '../schemas/responses.ts'
-import { upstreamSignal } from './upstream-signal.ts'
+import { admitBeforeBody } from './admission.ts'
+import { openEventStream, routeChat } from './chat-call.ts'
 
 // The OpenAI Responses API, translated at the edge into the one chat pipeline; stored answers
 // (`store`, the default) are continued by previous_response_id and read by GET/DELETE.
 
 export const responsesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
-  app.post('/v1/responses', async (request, reply) => {
+  app.post('/v1/responses', { onRequest: admitBeforeBody(deps) }, async (request, reply) => {
     const body = parseResponsesRequest(request.body)
     const accountId = request.account.id
     const earlier =
@@ -33,20 +33,8 @@ export const responsesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, {
         : await loadConversation(deps, accountId, body.previous_response_id)
     const input = [...earlier, ...(await resolveItemReferences(deps, accountId, inputItems(body)))]
     const req = toChatRequest(body, input)
-    const signal = upstreamSignal(reply)
-    const started = await startChat(deps, {
-      account: request.account,
-      req,
-      api: '/v1/responses',
-      signal,
-      log: request.log,
-      onAdmitted: (id, headers) => void reply.headers(headers).header('x-generation-id', id),
-      onRecord: (record) => {
-        request.junction.record = record
-      },
-      traceparent: request.junction.trace?.traceparent,
-    })
-    reply.headers(started.headers)
+    const chat = routeChat(deps, request, reply, '/v1/responses')
+    const started = await chat.start(req)
     const meta: ResponseMeta = {
       id: responseId(started.generationId),
       createdAt: Math.floor(deps.now() / 1000),
@@ -62,14 +50,9 @@ export const responsesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, {
       await save?.(response)
       return response
     }
-    reply
-      .header('content-type', 'text/event-stream; charset=utf-8')
-      .header('cache-control', 'no-cache')
-      .header('x-accel-buffering', 'no')
-    deps.metrics.openStreams.inc()
-    reply.raw.once('close', () => deps.metrics.openStreams.dec())
+    openEventStream(deps, reply)
     const sse = writeResponsesSse(started.batches, meta, {
-      signal,
+      signal: chat.signal,
       requestId: request.id,
       log: request.log,
       onFinal: save,

@@ -12,8 +12,8 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c()
 })
 
-async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
-  const gw = await startGateway({ env, listen: true })
+async function gateway(env: Record<string, string> = {}, file?: unknown): Promise<TestGateway> {
+  const gw = await startGateway({ env, file, listen: true })
   cleanups.push(() => gw.close())
   return gw
 }
@@ -78,6 +78,26 @@ describe('lingering close', () => {
     if (res instanceof Error) return
     expect(res.status).toBe(401)
     expect(JSON.parse(res.body)).toMatchObject({ type: 'error', error: { type: 'authentication_error' } })
+  })
+
+  it('every chat dialect admits before the body: a broke account gets 402, not the 413 its 32 MiB body would earn', async () => {
+    const gw = await gateway({}, { accounts: [{ id: 'broke', keys: ['sk-broke-0001'], credits: 0 }] })
+    for (const path of ['/v1/chat/completions', '/v1/responses', '/v1/messages']) {
+      const res = await sendThenRead(
+        gw,
+        {
+          'content-type': 'application/json',
+          authorization: 'Bearer sk-broke-0001',
+          'content-length': 64 * 1024 * 512,
+        },
+        512,
+        'length',
+        path,
+      )
+      expect(res, path).not.toBeInstanceOf(Error)
+      if (res instanceof Error) return
+      expect(res.status, path).toBe(402)
+    }
   })
 
   it('a 413 on the announced length reaches the client while it keeps sending', async () => {
