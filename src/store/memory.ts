@@ -3,6 +3,7 @@ import { capCharge, chargeCeiling } from '../billing/overage.ts'
 import { createMemoryFileStore } from './files.ts'
 import { createMemoryTaskStores } from './tasks-memory.ts'
 import { createMemoryResponseStore } from './responses.ts'
+import { consumeWindows, rollWindow } from './rate-windows.ts'
 import type {
   Account,
   AccountStore,
@@ -281,16 +282,11 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
 export function createMemoryRateLimitStore(): RateLimitStore {
   const windows = new Map<string, { start: number; current: number; previous: number; windowMs: number }>()
   const windowOf = (key: string, windowMs: number, now: number) => {
-    const start = now - (now % windowMs)
     let w = windows.get(key)
     if (!w) {
-      w = { start, current: 0, previous: 0, windowMs }
+      w = { start: now - (now % windowMs), current: 0, previous: 0, windowMs }
       windows.set(key, w)
-    } else if (w.start !== start) {
-      w.previous = start - w.start === windowMs ? w.current : 0
-      w.current = 0
-      w.start = start
-    }
+    } else rollWindow(w, windowMs, now)
     return w
   }
   return {
@@ -298,28 +294,7 @@ export function createMemoryRateLimitStore(): RateLimitStore {
       for (const [key, w] of windows) if (now - w.start >= 2 * w.windowMs) windows.delete(key)
     },
     async consume(checks, windowMs, now) {
-      // What earlier checks of this call would add, should one key appear twice.
-      const pending = new Map<string, number>()
-      const seen = checks.map((check) => {
-        const w = windowOf(check.key, windowMs, now)
-        // Sliding estimate: the previous window weighs as much as it still overlaps the last windowMs.
-        const weight = 1 - (now - w.start) / windowMs
-        const before = pending.get(check.key) ?? 0
-        const used = Math.ceil(w.previous * weight) + w.current + before
-        pending.set(check.key, before + check.amount)
-        return { check, w, used, fits: used + check.amount <= check.limit }
-      })
-      const allowed = seen.every((s) => s.fits)
-      if (allowed) for (const s of seen) s.w.current += s.check.amount
-      return {
-        allowed,
-        decisions: seen.map(({ check, w, used, fits }) => ({
-          allowed: fits,
-          limit: check.limit,
-          remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
-          resetAt: w.start + windowMs,
-        })),
-      }
+      return consumeWindows(checks, (key) => windowOf(key, windowMs, now), windowMs, now)
     },
     async adjust(key, delta, windowMs, now) {
       const w = windowOf(key, windowMs, now)

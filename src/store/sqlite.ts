@@ -11,6 +11,7 @@ import { sqliteMigrations, type Migration } from './sqlite-migrations.ts'
 import { createSqliteTaskStores } from './sqlite-tasks.ts'
 export { createSqliteStore } from './sqlite-thread.ts'
 import { createSqliteResponseStore } from './responses.ts'
+import { consumeWindows, rollWindow } from './rate-windows.ts'
 import type {
   Account,
   AccountStore,
@@ -716,39 +717,16 @@ export function openSqliteStore(
     const windowOf = (key: string): WindowRow => {
       let w = windows.get(key)
       if (w) return w
-      const start = now - (now % windowMs)
       w = get<WindowRow>('SELECT start, current, previous, window_ms FROM rate_windows WHERE key = ?', key)
-      w = w ? { ...w } : { start, current: 0, previous: 0, window_ms: windowMs }
-      if (w.start !== start) {
-        w.previous = start - w.start === windowMs ? w.current : 0
-        w.current = 0
-        w.start = start
-      }
+      w = w ? { ...w } : { start: now - (now % windowMs), current: 0, previous: 0, window_ms: windowMs }
+      rollWindow(w, windowMs, now)
       w.window_ms = windowMs
       windows.set(key, w)
       return w
     }
-    const pending = new Map<string, number>()
-    const seen = checks.map((check) => {
-      const w = windowOf(check.key)
-      const weight = 1 - (now - w.start) / windowMs
-      const before = pending.get(check.key) ?? 0
-      const used = Math.ceil(w.previous * weight) + w.current + before
-      pending.set(check.key, before + check.amount)
-      return { check, w, used, fits: used + check.amount <= check.limit }
-    })
-    const allowed = seen.every((s) => s.fits)
-    if (allowed) for (const s of seen) s.w.current += s.check.amount
+    const decided = consumeWindows(checks, windowOf, windowMs, now)
     for (const [key, w] of windows) writeWindow(key, w)
-    return {
-      allowed,
-      decisions: seen.map(({ check, w, used, fits }) => ({
-        allowed: fits,
-        limit: check.limit,
-        remaining: Math.max(0, check.limit - used - (allowed ? check.amount : 0)),
-        resetAt: w.start + windowMs,
-      })),
-    }
+    return decided
   }
 
   // One store call, one savepoint in the group commit, for each step of a request's admission.
@@ -788,11 +766,7 @@ export function openSqliteStore(
         const next: WindowRow = w
           ? { ...w, window_ms: windowMs }
           : { start, current: 0, previous: 0, window_ms: windowMs }
-        if (next.start !== start) {
-          next.previous = start - next.start === windowMs ? next.current : 0
-          next.current = 0
-          next.start = start
-        }
+        rollWindow(next, windowMs, now)
         next.current = Math.max(0, next.current + delta)
         writeWindow(key, next)
       })
