@@ -7,6 +7,7 @@ import { cutOffAt } from '../../src/inference/chat.ts'
 import {
   sendJson,
   startFakeUpstream,
+  type FakeHandler,
   type FakeUpstream,
   type RecordedRequest,
 } from '../support/fake-upstream.ts'
@@ -118,25 +119,36 @@ const overReporting = async (req: RecordedRequest, res: ServerResponse) => {
   res.end('data: [DONE]\n\n')
 }
 
+/**
+ * An upstream handler that streams `data` until the gateway hangs up (or `max` chunks); `state.sent`
+ * counts the chunks written.
+ */
+function endless(data: string, max: number, state: { sent: number }): FakeHandler {
+  return async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    while (!res.destroyed && state.sent < max) {
+      state.sent++
+      if (!res.write(data)) {
+        await new Promise((r) => {
+          res.once('drain', r)
+          res.once('close', r)
+        })
+      }
+    }
+    res.end()
+  }
+}
+
 describe('a request is charged at most its hold', () => {
   it('a firehose stream that ignores max_tokens is cut by its tokens; a $0.01 account ends ≥ 0', async () => {
-    let sent = 0
+    const state = { sent: 0 }
     const fake = await upstream({
       // 50 tokens a chunk, endlessly (until the gateway hangs up), never a usage.
-      'POST /v1/chat/completions': async (_req, res) => {
-        res.writeHead(200, { 'content-type': 'text/event-stream' })
-        const data = `data: ${JSON.stringify(chunk({ content: ' word'.repeat(50) }))}\n\n`
-        while (!res.destroyed && sent < 100_000) {
-          sent++
-          if (!res.write(data)) {
-            await new Promise((r) => {
-              res.once('drain', r)
-              res.once('close', r)
-            })
-          }
-        }
-        res.end()
-      },
+      'POST /v1/chat/completions': endless(
+        `data: ${JSON.stringify(chunk({ content: ' word'.repeat(50) }))}\n\n`,
+        100_000,
+        state,
+      ),
     })
     const gw = await gateway(fake, 0.01)
     const res = await post(gw, ask(true))
@@ -152,34 +164,25 @@ describe('a request is charged at most its hold', () => {
     expect(await balance(gw)).toBeGreaterThanOrEqual(0)
     expect(await balance(gw)).toBeCloseTo(0.01 - HOLD, 12)
     // The upstream was hung up on long before its 100 000 chunks.
-    expect(sent).toBeLessThan(100_000)
+    expect(state.sent).toBeLessThan(100_000)
   })
 
   it('so is an endless stream of reasoning: reasoning is billed, so it counts', async () => {
-    let sent = 0
+    const state = { sent: 0 }
     const fake = await upstream({
       // DeepSeek's field, 50 tokens a chunk, never an answer.
-      'POST /v1/chat/completions': async (_req, res) => {
-        res.writeHead(200, { 'content-type': 'text/event-stream' })
-        const data = `data: ${JSON.stringify(chunk({ reasoning_content: ' word'.repeat(50) }))}\n\n`
-        while (!res.destroyed && sent < 20_000) {
-          sent++
-          if (!res.write(data)) {
-            await new Promise((r) => {
-              res.once('drain', r)
-              res.once('close', r)
-            })
-          }
-        }
-        res.end()
-      },
+      'POST /v1/chat/completions': endless(
+        `data: ${JSON.stringify(chunk({ reasoning_content: ' word'.repeat(50) }))}\n\n`,
+        20_000,
+        state,
+      ),
     })
     const gw = await gateway(fake, 0.01)
     const res = await post(gw, ask(true))
     const events = (await res.text()).split('\n\n').filter((e) => e.startsWith('data: '))
     expect(events.at(-1)).toContain('"code":"upstream_error"')
     expect((events.length - 1) * 50).toBeLessThanOrEqual(cutOffAt(1000))
-    expect(sent).toBeLessThan(20_000)
+    expect(state.sent).toBeLessThan(20_000)
     expect(await balance(gw)).toBeCloseTo(0.01 - HOLD, 12)
   })
 
