@@ -22,6 +22,7 @@ import { createPredictionServices } from './tasks/create.ts'
 import type { TaskRunner } from './tasks/runner.ts'
 import type { Predictions } from './tasks/predictions.ts'
 import type { MediaAdapter } from './providers/async-media/types.ts'
+import type { ProviderKind } from './providers/types.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
 /** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */
@@ -79,8 +80,8 @@ export interface DepsOverrides {
   fileStorage?: FileStorage
   countTokens?: TokenCounter
   outputStorage?: FileStorage
-  /** Media adapters by provider kind (tests); the built-in ones otherwise. */
-  mediaAdapterFor?: (kind: string) => MediaAdapter | undefined
+  /** The media capability by provider kind (tests); the built-in ones otherwise. */
+  mediaAdapterFor?: (kind: ProviderKind) => MediaAdapter | undefined
   /** False: the task runner, webhook sender and housekeeping do not run by themselves (tests drive them). */
   background?: boolean
 }
@@ -194,7 +195,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   const store = overrides.store ?? (await createStore(config.database, { log }))
   await seedAccounts(config, store, now())
   await revokeDevKey(config, store, log)
-  const providers = createProviderRegistry(config, { now })
+  const providers = createProviderRegistry(config, { now, mediaAdapterFor: overrides.mediaAdapterFor })
   const models = buildModelTable(config)
   const health = createHealth(config.routing, now)
   const router = createRouter(models, providers, health)
@@ -238,8 +239,9 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     ids: idsUsed,
     stats,
     metrics,
+    router,
+    health,
     outputStorage: overrides.outputStorage,
-    mediaAdapterFor: overrides.mediaAdapterFor,
   })
   if (overrides.background ?? true) tasks.start()
   return {

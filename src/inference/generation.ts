@@ -7,20 +7,106 @@ import {
   normalizeUsage,
   release,
   settle,
+  type Admission,
   type MeteringDeps,
 } from '../billing/metering.ts'
+import type { Money } from '../billing/money.ts'
 import type { BillableUsage } from '../billing/prices.ts'
 import { GatewayError } from '../errors.ts'
 import type { Usage } from '../providers/types.ts'
 import type { Deployment, ServedModel } from '../routing/model-table.ts'
-import type { Account, AttemptRecord, GenerationRecord, GenerationUsage } from '../store/types.ts'
+import type {
+  Account,
+  AttemptRecord,
+  GenerationRecord,
+  GenerationUsage,
+  ReservationRef,
+} from '../store/types.ts'
 import type { Renewals } from './renewals.ts'
 import { toUsd } from '../billing/money.ts'
 import type { Metrics } from '../metrics.ts'
 
 // One generation's life, shared by every kind of inference: admitted (rate limits, reservation),
 // kept alive while it runs (the reservation is renewed), then settled exactly once, priced at the
-// deployment that answered.
+// deployment that answered. Chat, embeddings and the other dialects run the whole of it in one
+// request (`beginGeneration`); a prediction is held when it is created and closed by whichever
+// runner ends it, so it uses the two ends on their own (`holdGeneration`, `closeGeneration`).
+
+export interface HoldRequest {
+  account: Account
+  /** The model asked for: its slug keys the admission. */
+  slug: string
+  /** Every deployment that may answer: the hold assumes the smallest discount of their models. */
+  deployments: readonly Deployment[]
+  generationId: string
+  /** Upper bound of the cost before discount, whichever deployment answers. */
+  costBound: Money
+  tokenEstimate: number
+  /** How long the hold lasts without renewal. */
+  ttlMs: number
+  now: number
+  /** The requests-per-minute limit already counted this request (see `admit`). */
+  requestCounted?: boolean
+}
+
+/** Admits a generation: 429 or 402 before anything reaches an upstream, otherwise the credit hold. */
+export function holdGeneration(deps: MeteringDeps, h: HoldRequest): Promise<Admission> {
+  return admit(deps, {
+    account: h.account,
+    slug: h.slug,
+    generationId: h.generationId,
+    costBound: h.costBound,
+    discountPpm: Math.min(
+      discountFor(h.account, h.slug),
+      ...[...new Set(h.deployments.map((d) => d.slug))].map((s) => discountFor(h.account, s)),
+    ),
+    tokenEstimate: h.tokenEstimate,
+    ttlMs: h.ttlMs,
+    now: h.now,
+    requestCounted: h.requestCounted,
+  })
+}
+
+export interface Closing {
+  reservation: ReservationRef
+  /** What to charge; null when nothing is billed (the hold is released). */
+  record: GenerationRecord | null
+  /** What was held: the charge is capped at this plus the account's overdraft; absent: not capped. */
+  held?: Money
+  /** The token estimate admission counted, corrected here; null: none was counted. */
+  tokenEstimate: number | null
+  now: number
+}
+
+/**
+ * Ends a generation once: releases its hold when nothing is billed, else charges the record (settle,
+ * idempotent per generation id) and counts its tokens and cost. Never throws. `charged` is false when
+ * the charge could not be committed (logged with the record for replay).
+ */
+export async function closeGeneration(
+  deps: MeteringDeps,
+  c: Closing,
+): Promise<{ record: GenerationRecord | null; charged: boolean }> {
+  if (c.record === null) {
+    await release(deps, c.reservation, c.tokenEstimate, c.now)
+    return { record: null, charged: true }
+  }
+  const settled = await settle(deps, {
+    reservation: c.reservation,
+    record: c.record,
+    held: c.held,
+    tokenEstimate: c.tokenEstimate,
+    now: c.now,
+  })
+  const record = settled ?? c.record
+  const m = deps.metrics
+  if (m) {
+    m.tokens.inc({ model: record.model, kind: 'prompt' }, record.usage.prompt_tokens)
+    m.tokens.inc({ model: record.model, kind: 'completion' }, record.usage.completion_tokens)
+    m.cost.inc({ model: record.model }, toUsd(record.cost))
+  }
+  return { record, charged: settled !== null }
+}
 
 export interface GenerationDeps extends MeteringDeps {
   now: () => number
@@ -87,16 +173,12 @@ export interface Generation {
  */
 export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration): Promise<Generation> {
   const startedAt = deps.now()
-  const admission = await admit(deps, {
+  const admission = await holdGeneration(deps, {
     account: b.account,
     slug: b.model.slug,
+    deployments: b.deployments,
     generationId: b.generationId,
     costBound: costBound(b.model.type, b.deployments, b.promptTokenBound, b.outputTokenBound),
-    // The hold assumes the smallest discount of the models that may answer.
-    discountPpm: Math.min(
-      discountFor(b.account, b.model.slug),
-      ...[...new Set(b.deployments.map((d) => d.slug))].map((s) => discountFor(b.account, s)),
-    ),
     tokenEstimate: b.tokenEstimate,
     ttlMs: deps.config.limits.reservationTtlMs,
     now: startedAt,
@@ -118,7 +200,12 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     const endedAt = deps.now()
     if (!o.produced && !o.cancelled) {
       // Nothing was produced (every upstream failed first): nothing to bill or record.
-      await release(deps, reservation, admission.tokenEstimate, endedAt)
+      await closeGeneration(deps, {
+        reservation,
+        record: null,
+        tokenEstimate: admission.tokenEstimate,
+        now: endedAt,
+      })
       return null
     }
     let usage: GenerationUsage
@@ -159,15 +246,15 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       attempts,
     })
     // Charged at most the hold plus the account's overdraft; the rest is the record's unbilled overage.
-    const settled = await settle(deps, {
+    const closed = await closeGeneration(deps, {
       reservation,
       record,
       held: admission.reservation.amount,
       tokenEstimate: admission.tokenEstimate,
       now: endedAt,
     })
-    charged = settled !== null
-    return settled ?? record
+    charged = closed.charged
+    return closed.record
   }
 
   const generation: Generation = {
@@ -212,9 +299,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
 function observe(metrics: Metrics | undefined, held: number, r: GenerationRecord | null): void {
   if (!metrics) return
   metrics.reserved.dec(held)
+  // Tokens and cost are counted where the charge is made (closeGeneration).
   if (!r) return
-  metrics.tokens.inc({ model: r.model, kind: 'prompt' }, r.usage.prompt_tokens)
-  metrics.tokens.inc({ model: r.model, kind: 'completion' }, r.usage.completion_tokens)
-  metrics.cost.inc({ model: r.model }, toUsd(r.cost))
   metrics.ttfb.observe({ model: r.model, provider: r.provider }, r.latencyMs / 1000)
 }

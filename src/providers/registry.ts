@@ -1,18 +1,35 @@
 import { Agent, type Dispatcher } from 'undici'
-import { GatewayError } from '../errors.ts'
 import type { Config } from '../config.ts'
+import type { MediaAdapter } from './async-media/types.ts'
 import type { ProviderAdapter, ProviderKind, UpstreamConfig } from './types.ts'
 import { createAnthropicAdapter } from './anthropic/adapter.ts'
 import { createGeminiAdapter } from './gemini/adapter.ts'
+import { createGeminiMediaAdapter } from './gemini/media.ts'
 import { createMockAdapter } from './mock/adapter.ts'
+import { createMockMediaAdapter } from './mock/media.ts'
 import { createOpenAICompatAdapter } from './openai-compat/adapter.ts'
+import { createOpenAIImagesAdapter } from './openai-compat/images.ts'
+import { createReplicateAdapter } from './replicate/adapter.ts'
+
+// The one provider registry: each configured provider with the capabilities its kind has. A kind
+// that makes no media has no `media`; one that only makes media (Replicate) has no `adapter`. The
+// router offers a deployment only for what its provider can do (chat and embeddings need `adapter`,
+// predictions need `media`), so no capability is ever stubbed.
 
 export interface Provider {
   config: UpstreamConfig
-  adapter: ProviderAdapter
+  /** Chat, streaming, embeddings (where `embed` exists) and token counting; absent for a media-only kind. */
+  adapter?: ProviderAdapter
+  /** Asynchronous media (predictions: image, video, speech); absent for a kind that makes none. */
+  media?: MediaAdapter
   /** Keep-alive pools for this provider's origin; absent for the mock. */
   dispatcher?: Dispatcher
 }
+
+/** A provider that chats (what chat and embeddings routes are offered). */
+export type ChatProvider = Provider & { adapter: ProviderAdapter }
+/** A provider that makes media (what predictions are offered). */
+export type MediaProvider = Provider & { media: MediaAdapter }
 
 export interface ProviderRegistry {
   get(name: string): Provider | undefined
@@ -21,21 +38,18 @@ export interface ProviderRegistry {
 
 export interface RegistryOptions {
   now?: () => number
+  /** The media capability by provider kind (tests swap it); `mediaAdapterFor` otherwise. */
+  mediaAdapterFor?: (kind: ProviderKind) => MediaAdapter | undefined
 }
 
-/** A provider that serves predictions only: its chat models do not exist, so this is never routed to. */
-const predictionsOnly: ProviderAdapter = {
-  chat: () =>
-    Promise.reject(new GatewayError('unsupported_parameter', 'this provider serves predictions only')),
-  chatStream: () => ({
-    [Symbol.asyncIterator]: () => ({
-      next: () =>
-        Promise.reject(new GatewayError('unsupported_parameter', 'this provider serves predictions only')),
-    }),
-  }),
+export interface MediaAdapterOptions {
+  now: () => number
+  /** The mock's task duration. */
+  mockDelayMs: number
 }
 
-function createAdapter(kind: ProviderKind, now: () => number): ProviderAdapter {
+/** The chat capability of a provider kind: undefined where the kind does not chat. */
+export function chatAdapterFor(kind: ProviderKind, now: () => number): ProviderAdapter | undefined {
   switch (kind) {
     case 'openai-compat':
       return createOpenAICompatAdapter(now)
@@ -46,12 +60,31 @@ function createAdapter(kind: ProviderKind, now: () => number): ProviderAdapter {
     case 'mock':
       return createMockAdapter({ now })
     case 'replicate':
-      return predictionsOnly
+      return undefined
+  }
+}
+
+/** The media capability of a provider kind: undefined where the kind makes no media. */
+export function mediaAdapterFor(kind: ProviderKind, options: MediaAdapterOptions): MediaAdapter | undefined {
+  switch (kind) {
+    case 'openai-compat':
+      return createOpenAIImagesAdapter()
+    case 'replicate':
+      return createReplicateAdapter()
+    case 'gemini':
+      return createGeminiMediaAdapter()
+    case 'mock':
+      return createMockMediaAdapter({ now: options.now, delayMs: options.mockDelayMs })
+    case 'anthropic':
+      return undefined
   }
 }
 
 export function createProviderRegistry(config: Config, options: RegistryOptions = {}): ProviderRegistry {
   const now = options.now ?? Date.now
+  const mediaOf =
+    options.mediaAdapterFor ??
+    ((kind: ProviderKind) => mediaAdapterFor(kind, { now, mockDelayMs: config.predictions.mockDelayMs }))
   const providers = new Map<string, Provider>()
   for (const p of Object.values(config.providers)) {
     const dispatcher =
@@ -64,7 +97,12 @@ export function createProviderRegistry(config: Config, options: RegistryOptions 
             headersTimeout: p.timeouts.firstByteMs,
             bodyTimeout: p.timeouts.idleMs,
           })
-    providers.set(p.name, { config: p, adapter: createAdapter(p.kind, now), dispatcher })
+    providers.set(p.name, {
+      config: p,
+      adapter: chatAdapterFor(p.kind, now),
+      media: mediaOf(p.kind),
+      dispatcher,
+    })
   }
   return {
     get: (name) => providers.get(name),

@@ -13,7 +13,7 @@ import type { ProviderKind } from './types.ts'
 export type UsageUnit =
   'input_tokens' | 'output_tokens' | 'images' | 'video_seconds' | 'characters' | 'audio_tokens'
 
-/** The media families each kind's media adapter serves (async-media/registry.ts). */
+/** The media families each kind's media adapter serves (providers/registry.ts). */
 const MEDIA_FAMILIES: Record<ProviderKind, readonly MediaFamily[]> = {
   'openai-compat': ['image'],
   anthropic: [],

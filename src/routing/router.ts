@@ -1,6 +1,6 @@
 import type { ModelType } from '../config.ts'
 import { GatewayError } from '../errors.ts'
-import type { Provider, ProviderRegistry } from '../providers/registry.ts'
+import type { ChatProvider, MediaProvider, Provider, ProviderRegistry } from '../providers/registry.ts'
 import { healthKey, type Health } from './health.ts'
 import type { Deployment, ModelTable, RoutingType, ServedModel } from './model-table.ts'
 
@@ -8,14 +8,20 @@ import type { Deployment, ModelTable, RoutingType, ServedModel } from './model-t
 // pure (their state, round-robin counters and latencies, is passed in); `createRouter` holds that
 // state for one process.
 
-/** A deployment ready to call: its price and upstream model, and the provider's adapter and pool. */
-export interface Candidate {
+/**
+ * A deployment ready to call: its price and upstream model, and the provider's capability and pool.
+ * `P` is what the provider must be able to do: chat (chat and embeddings routes) or media (predictions).
+ */
+export interface Candidate<P extends Provider = ChatProvider> {
   model: ServedModel
   deployment: Deployment
-  provider: Provider
+  provider: P
   /** Key of the deployment in health and round-robin state. */
   key: string
 }
+
+/** A deployment that can take a prediction task. */
+export type MediaCandidate = Candidate<MediaProvider>
 
 export interface Route {
   /** The first model of the plan: the one asked for, or model_routing_config's pick. */
@@ -55,6 +61,18 @@ export interface Router {
    * serve the model, 503 when every deployment is unconfigured or taken out of rotation.
    */
   route(request: RouteRequest): Route
+  /**
+   * A media model's deployments that can take a prediction, in its configured order (priority,
+   * round_robin or least_latency, as for chat), without those whose breaker is open. 503 when none is
+   * configured with a media-capable provider or every one is out of rotation.
+   */
+  routeMedia(model: ServedModel): MediaCandidate[]
+  /**
+   * Every media-capable deployment of `model` in its configured order (least_latency: by latency;
+   * round_robin keeps the configured order, its rotation advances only in `routeMedia`), breakers not
+   * consulted: the runner's list for moving a task no upstream has accepted yet.
+   */
+  mediaCandidates(model: ServedModel): MediaCandidate[]
   models(): readonly ServedModel[]
 }
 
@@ -79,14 +97,29 @@ export function createRouter(table: ModelTable, registry: ProviderRegistry, heal
     }
     return model
   }
-  const candidatesOf = (model: ServedModel, deployments: readonly Deployment[]): Candidate[] => {
-    const out: Candidate[] = []
+  /** The deployments whose provider has the capability `has` asks for. */
+  function candidatesWith<P extends Provider>(
+    model: ServedModel,
+    deployments: readonly Deployment[],
+    has: (p: Provider) => p is P,
+  ): Candidate<P>[] {
+    const out: Candidate<P>[] = []
     for (const deployment of deployments) {
       const provider = registry.get(deployment.provider)
-      if (provider) out.push({ model, deployment, provider, key: healthKey(model.slug, deployment.id) })
+      if (provider && has(provider)) {
+        out.push({ model, deployment, provider, key: healthKey(model.slug, deployment.id) })
+      }
     }
     return out
   }
+  const candidatesOf = (model: ServedModel, deployments: readonly Deployment[]): Candidate[] =>
+    candidatesWith(model, deployments, chats)
+  const outOfRotation = (slug: string) =>
+    new GatewayError(
+      'no_available_provider',
+      `every provider of ${slug} is out of rotation after repeated failures; retry later`,
+      { headers: { 'retry-after': '1' } },
+    )
 
   return {
     route(r) {
@@ -127,18 +160,35 @@ export function createRouter(table: ModelTable, registry: ProviderRegistry, heal
         throw new GatewayError('no_available_provider', `no provider is configured for ${first.slug}`)
       }
       const candidates = planned.filter((c) => health.isAvailable(c.key))
-      if (candidates.length === 0) {
+      if (candidates.length === 0) throw outOfRotation(first.slug)
+      return { model: first, models, candidates }
+    },
+    routeMedia(model) {
+      const planned = orderDeployments(
+        candidatesWith(model, model.deployments, makesMedia),
+        { type: model.strategy },
+        state,
+      )
+      if (planned.length === 0) {
         throw new GatewayError(
           'no_available_provider',
-          `every provider of ${first.slug} is out of rotation after repeated failures; retry later`,
-          { headers: { 'retry-after': '1' } },
+          `no configured provider serves ${model.slug} predictions`,
         )
       }
-      return { model: first, models, candidates }
+      const candidates = planned.filter((c) => health.isAvailable(c.key))
+      if (candidates.length === 0) throw outOfRotation(model.slug)
+      return candidates
+    },
+    mediaCandidates(model) {
+      const type = model.strategy === 'round_robin' ? 'priority' : model.strategy
+      return orderDeployments(candidatesWith(model, model.deployments, makesMedia), { type }, state)
     },
     models: () => table.list(),
   }
 }
+
+const chats = (p: Provider): p is ChatProvider => p.adapter !== undefined
+const makesMedia = (p: Provider): p is MediaProvider => p.media !== undefined
 
 function checkListedProviders(listed: string[], models: readonly ServedModel[]): void {
   listed.forEach((name, i) => {

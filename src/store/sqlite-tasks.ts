@@ -184,9 +184,13 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
   }
   const writeTask = (t: TaskRecord): void => {
     run(
-      `UPDATE tasks SET status = ?, upstream_state = ?, cancel_upstream = ?, outputs = ?, error = ?,
-         updated_at = ?, next_run_at = ?, runs = ?, lease_owner = ?, lease_until = ?, submit_started_at = ?
+      `UPDATE tasks SET provider = ?, deployment = ?, upstream_model = ?, status = ?, upstream_state = ?,
+         cancel_upstream = ?, outputs = ?, error = ?, updated_at = ?, next_run_at = ?, runs = ?,
+         lease_owner = ?, lease_until = ?, submit_started_at = ?
        WHERE id = ?`,
+      t.provider,
+      t.deployment,
+      t.upstreamModel,
       t.status,
       jsonOrNull(t.upstreamState),
       t.cancelUpstream ? 1 : 0,

@@ -83,10 +83,13 @@ export interface ClaimShare {
   busy: ReadonlyMap<string, number>
 }
 
-/** What `advance` may change. */
+/** What `advance` may change (the deployment too: a task no upstream accepted may move to another). */
 export type TaskPatch = Partial<
   Pick<
     TaskRecord,
+    | 'provider'
+    | 'deployment'
+    | 'upstreamModel'
     | 'status'
     | 'upstreamState'
     | 'cancelUpstream'

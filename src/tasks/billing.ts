@@ -1,18 +1,21 @@
 import type { Money } from '../billing/money.ts'
 import type { BillableUsage, CompiledPrice } from '../billing/prices.ts'
-import { buildRecord, discountFor, release, settle, type MeteringDeps } from '../billing/metering.ts'
+import { buildRecord, discountFor, type MeteringDeps } from '../billing/metering.ts'
 import { compilePrice } from '../billing/prices.ts'
 import type { MediaInput } from '../providers/async-media/types.ts'
 import { speechCharacters } from '../providers/async-media/usage.ts'
 import type { Deployment, ModelTable } from '../routing/model-table.ts'
+import { closeGeneration } from '../inference/generation.ts'
 import type { GenerationRecord, GenerationUsage } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
 import type { TaskEnd } from './runner.ts'
 
-// Billing of predictions: a task's price is held at creation (the 402 rule), and when the task ends
-// its reservation is replaced by what the upstream produced (success) or billed (a failed job the
-// upstream charged for), or released (failed or cancelled, not billed). One generation record per
-// billed task, its id the task id: `GET /v1/generation?id=<task_id>`.
+// Billing of predictions, on the chat's lifecycle (inference/generation.ts): a task's price is held
+// at creation (`holdGeneration`, the 402 rule), and when the task ends its reservation is replaced by
+// what the upstream produced (success) or billed (a failed job the upstream charged for), or released
+// (failed or cancelled, not billed) by `closeGeneration`. What is the task's own: the price bound of
+// its input and its record's fields. One generation record per billed task, its id the task id:
+// `GET /v1/generation?id=<task_id>`.
 
 /** A generic video without a duration is held at this many seconds (the generic schema's maximum). */
 const UNKNOWN_VIDEO_SECONDS = 60
@@ -116,11 +119,12 @@ export async function taskRecord(
 
 /** Charges a task's end (or frees its hold when nothing was billed). Idempotent per task id. */
 export async function settleTask(d: TaskBillingDeps, t: TaskRecord, end: TaskEnd): Promise<void> {
-  const reservation = { id: t.id, accountId: t.accountId }
-  if (end.billed === null) {
-    await release(d, reservation, 0, d.now())
-    return
-  }
-  const record = await taskRecord(d, t, { ...end, billed: end.billed })
-  await settle(d, { reservation, record, tokenEstimate: 0, now: d.now() })
+  const record = end.billed === null ? null : await taskRecord(d, t, { ...end, billed: end.billed })
+  // A task's admission counted no tokens (0): its record's tokens are added to the per-minute count.
+  await closeGeneration(d, {
+    reservation: { id: t.id, accountId: t.accountId },
+    record,
+    tokenEstimate: 0,
+    now: d.now(),
+  })
 }

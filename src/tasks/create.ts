@@ -10,17 +10,18 @@ import type { FileStorage } from '../files/storage.ts'
 import { checkUrl, resolveAllowed } from '../http/address-guard.ts'
 import { safeRequest } from '../http/safe-fetch.ts'
 import type { Ids } from '../ids.ts'
-import { mediaAdapterFor } from '../providers/async-media/registry.ts'
-import type { MediaAdapter, MediaTools } from '../providers/async-media/types.ts'
-import type { ProviderRegistry } from '../providers/registry.ts'
+import type { MediaTools } from '../providers/async-media/types.ts'
+import type { MediaProvider, ProviderRegistry } from '../providers/registry.ts'
+import type { Health } from '../routing/health.ts'
 import type { ModelTable } from '../routing/model-table.ts'
+import type { Router } from '../routing/router.ts'
 import type { TaskRecord } from '../store/tasks.ts'
 import type { Store } from '../store/types.ts'
 import { settleTask } from './billing.ts'
 import { toPredictionBody } from './body.ts'
 import { createOutputKeeper, newSigningKey, outputUrl } from './outputs.ts'
 import { createPredictions, type Predictions } from './predictions.ts'
-import { createTaskRunner, type MediaProvider, type TaskRunner } from './runner.ts'
+import { createTaskRunner, type TaskRunner } from './runner.ts'
 import { createWebhookSecrets, type WebhookSecrets } from './webhook-secrets.ts'
 import { buildDelivery, createWebhookSender, type WebhookSender } from './webhooks.ts'
 
@@ -46,9 +47,11 @@ export interface PredictionServicesDeps {
   stats: MeteringStats
   /** Unbilled overage of tasks is counted here. */
   metrics?: Metrics
-  /** Tests: where outputs go, and which adapters serve (by provider kind). */
+  /** The chat's router and breakers: predictions are routed and judged the same way. */
+  router: Router
+  health: Health
+  /** Tests: where outputs go. */
   outputStorage?: FileStorage
-  mediaAdapterFor?: (kind: string) => MediaAdapter | undefined
 }
 
 export interface PredictionServices {
@@ -73,21 +76,9 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
   const outputStorage = d.outputStorage ?? createLocalFileStorage(p.outputsDir, { now })
   const signingKey =
     p.outputSigningKey ?? (await store.secrets.getOrCreate('output-url-signing-key', newSigningKey))
-  const adapterOf =
-    d.mediaAdapterFor ?? ((kind: string) => mediaAdapterFor(kind, { now, mockDelayMs: p.mockDelayMs }))
-  const mediaProviders = new Map<string, MediaProvider | undefined>()
   const providerFor = (name: string): MediaProvider | undefined => {
-    if (!mediaProviders.has(name)) {
-      const provider = d.providers.get(name)
-      const adapter = provider && adapterOf(provider.config.kind)
-      mediaProviders.set(
-        name,
-        provider && adapter
-          ? { adapter, call: { upstream: provider.config, dispatcher: provider.dispatcher } }
-          : undefined,
-      )
-    }
-    return mediaProviders.get(name)
+    const provider = d.providers.get(name)
+    return provider?.media ? { ...provider, media: provider.media } : undefined
   }
 
   // Webhooks and client-given media URLs follow the same address rules (decisions.md, Webhooks).
@@ -156,6 +147,11 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
     tasks: store.tasks,
     keeper,
     providerFor,
+    submitCandidates(task) {
+      const model = d.models.get(task.model)
+      return model ? d.router.mediaCandidates(model) : []
+    },
+    health: d.health,
     tools,
     config: p,
     now,
@@ -172,7 +168,7 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
     stats: d.stats,
     now,
     ids: d.ids,
-    servesMedia: (name) => providerFor(name) !== undefined,
+    router: d.router,
     async checkWebhook(raw) {
       // At creation, and again at every delivery (tasks/webhooks.ts) on the address actually connected to.
       await resolveAllowed(checkUrl(raw, addressPolicy, 'webhook'), addressPolicy, undefined, 'webhook')

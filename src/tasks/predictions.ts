@@ -1,12 +1,14 @@
 import { canonicalJson } from '../canonical-json.ts'
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
-import { admit, discountFor, release, type MeteringStats } from '../billing/metering.ts'
+import { release, type MeteringStats } from '../billing/metering.ts'
 import type { Config } from '../config.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'
 import type { Ids } from '../ids.ts'
 import type { JsonValue } from '../providers/async-media/types.ts'
+import { holdGeneration } from '../inference/generation.ts'
 import type { ModelTable } from '../routing/model-table.ts'
+import type { Router } from '../routing/router.ts'
 import { familyKind, parseMediaInput, parsePredictionRequest } from '../schemas/predictions.ts'
 import type { Account, Store } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
@@ -15,8 +17,11 @@ import { toPredictionBody, type PredictionBody } from './body.ts'
 import { outputUrl } from './outputs.ts'
 
 // Creating, reading and cancelling predictions (routes/predictions.ts is the HTTP side). Creation
-// checks everything before anything reaches an upstream (model, input rules, webhook address), holds
-// the task's price (402 when the account has nothing left), stores the task and wakes the runner.
+// checks everything before anything reaches an upstream (model, input rules, webhook address), routes
+// the task as chat is routed (the model's strategy, without deployments whose breaker is open), holds
+// the price of its dearest candidate (402 when the account has nothing left), stores the task on the
+// first candidate and wakes the runner, which may still move it to the next one while no upstream has
+// accepted it (runner.ts).
 
 /** decisions.md: a repeat with the same Idempotency-Key within 24 h returns the first task. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000
@@ -31,8 +36,8 @@ export interface PredictionsDeps {
   stats: MeteringStats
   now: () => number
   ids: Ids
-  /** Whether a provider has a media adapter (only those deployments can serve a task). */
-  servesMedia(provider: string): boolean
+  /** Orders a media model's deployments and leaves out those out of rotation (as for chat). */
+  router: Pick<Router, 'routeMedia'>
   /** Refuses (400, param `webhook`) an address the gateway must not call (decisions.md, Webhooks). */
   checkWebhook(url: string): Promise<void>
   /** The runner: a new task is due at once. */
@@ -132,22 +137,23 @@ export function createPredictions(d: PredictionsDeps): Predictions {
       if (existing) return repeatOf(existing, requestHash)
     }
     if (req.webhook !== undefined) await d.checkWebhook(req.webhook)
-    const deployment = model.deployments.find((x) => d.servesMedia(x.provider))
-    if (!deployment) {
-      throw new GatewayError(
-        'no_available_provider',
-        `no configured provider serves ${req.model} predictions`,
-      )
-    }
+    const candidates = d.router.routeMedia(model)
+    const deployment = (candidates[0] as (typeof candidates)[number]).deployment
 
     const now = d.now()
     const id = d.ids.request()
-    await admit(d, {
+    // Whichever candidate ends up taking the task, its price is covered.
+    let costBound = 0n
+    for (const c of candidates) {
+      const bound = taskCostBound(media, c.deployment.price)
+      if (bound > costBound) costBound = bound
+    }
+    await holdGeneration(d, {
       account,
       slug: model.slug,
+      deployments: candidates.map((c) => c.deployment),
       generationId: id,
-      costBound: taskCostBound(media, deployment.price),
-      discountPpm: discountFor(account, model.slug),
+      costBound,
       tokenEstimate: 0,
       ttlMs: p.maxTaskMs + HOLD_MARGIN_MS,
       now,

@@ -10,8 +10,12 @@ import type {
   MediaStep,
   MediaTools,
 } from '../providers/async-media/types.ts'
+import type { MediaProvider } from '../providers/registry.ts'
 import type { UpstreamCall } from '../providers/types.ts'
+import { healthKey, type Health } from '../routing/health.ts'
+import type { MediaCandidate } from '../routing/router.ts'
 import type { TaskError, TaskRecord, TaskStore } from '../store/tasks.ts'
+import type { JsonValue } from '../providers/async-media/types.ts'
 import type { OutputKeeper } from './outputs.ts'
 
 // Drives prediction tasks to their end. Tasks live in the store, never only here: the runner of any
@@ -23,12 +27,12 @@ import type { OutputKeeper } from './outputs.ts'
 // A finished task is settled and its webhook queued BEFORE its status is written: both are idempotent
 // per task id (one generation record, one delivery id), so a crash in between repeats them harmlessly,
 // while the opposite order could leave a finished task unbilled or unannounced.
-
-export interface MediaProvider {
-  adapter: MediaAdapter
-  /** The call context for the upstream, without signal and log (the runner adds them). */
-  call: Omit<UpstreamCall, 'signal' | 'log' | 'upstreamModel'>
-}
+//
+// Routing, as for chat: a task not yet accepted upstream is offered to its own deployment first, then
+// to the model's other deployments in their routing order, skipping those whose circuit breaker is
+// open. A submit the upstream certainly turned away (429, a refused connection) moves the task to the
+// next deployment in the same step; once an upstream accepts it, the task stays there (its polls and
+// cancel go to that deployment only). Every submit and poll is reported to the deployment's breaker.
 
 export interface TaskEnd {
   /** What the upstream billed: the task's price for a success, or a failed job the upstream charged. */
@@ -39,8 +43,15 @@ export interface TaskEnd {
 export interface RunnerDeps {
   tasks: TaskStore
   keeper: OutputKeeper
-  /** The media adapter and upstream of a configured provider, or undefined when it serves no media. */
+  /** The configured provider `name` when it makes media: polls and cancels of its tasks go there. */
   providerFor(name: string): MediaProvider | undefined
+  /**
+   * Where a task no upstream accepted yet may be submitted: every media-capable deployment of its
+   * model in routing order, breakers not consulted (the runner asks them); empty when none serves it.
+   */
+  submitCandidates(task: TaskRecord): MediaCandidate[]
+  /** The deployments' circuit breakers (the chat's): a submit asks first, every call reports. */
+  health: Pick<Health, 'tryAcquire' | 'success' | 'failure' | 'neutral'>
   tools: MediaTools
   config: PredictionsConfig
   now: () => number
@@ -103,6 +114,11 @@ export function submitNotAccepted(err: unknown): boolean {
   return false
 }
 
+/** Where a task runs: written with the task's next state, since a submit may have moved it. */
+function placement(t: Pick<TaskRecord, 'provider' | 'deployment' | 'upstreamModel'>) {
+  return { provider: t.provider, deployment: t.deployment, upstreamModel: t.upstreamModel }
+}
+
 export function toJob(t: TaskRecord): MediaJob {
   return {
     family: t.family,
@@ -124,7 +140,8 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
 
   function callFor(p: MediaProvider, t: TaskRecord, signal: AbortSignal): MediaCall {
     return {
-      ...p.call,
+      upstream: p.config,
+      dispatcher: p.dispatcher,
       upstreamModel: t.upstreamModel,
       signal,
       log: d.log.child({ taskId: t.id, provider: t.provider }) as unknown as UpstreamCall['log'],
@@ -132,10 +149,31 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
     }
   }
 
+  /**
+   * Tells the breaker of `key` how an upstream call failed, as chat's attempts do: a failure another
+   * call may not share (5xx, timeout, connection) counts against it; a 429, the request's own fault,
+   * the gateway's own fault or this step being cut says nothing of its health.
+   */
+  function reportFailure(key: string, err: unknown, signal: AbortSignal, acquired: boolean): void {
+    const e = toGatewayError(err)
+    const status = err instanceof UpstreamError ? err.upstreamStatus : null
+    if (!signal.aborted && e.retryable && status !== 429) d.health.failure(key)
+    else if (acquired) d.health.neutral(key)
+  }
+
   /** Writes `patch` as the task's next state and frees the lease; false when a cancel came first. */
   async function advance(t: TaskRecord, patch: Parameters<TaskStore['advance']>[3]): Promise<boolean> {
     const after = await d.tasks.advance(t.id, d.owner, t.status, { updatedAt: d.now(), ...patch })
     return after !== null
+  }
+
+  /** Tries the step again later, with the poll's backoff (at once when this instance is stopping). */
+  async function retryLater(t: TaskRecord, patch: Parameters<TaskStore['advance']>[3] = {}) {
+    await advance(t, {
+      runs: t.runs + 1,
+      nextRunAt: d.now() + (stopping.signal.aborted ? 0 : pollDelay(t.runs, d.config)),
+      ...patch,
+    })
   }
 
   async function finish(t: TaskRecord, final: TaskRecord, billed: BillableUsage | null): Promise<void> {
@@ -149,6 +187,7 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
       outputs: final.outputs,
       error: final.error,
       updatedAt: final.updatedAt,
+      ...placement(final),
     })
     if (!written) d.log.warn({ taskId: t.id }, 'task changed while it was being finished')
     else d.log.info({ taskId: t.id, status: final.status, model: t.model }, 'task finished')
@@ -166,29 +205,32 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
   }
 
   async function cancelUpstream(p: MediaProvider | undefined, t: TaskRecord, signal: AbortSignal) {
-    if (!p?.adapter.cancel || t.upstreamState === null) return
-    await p.adapter.cancel(toJob(t), t.upstreamState, callFor(p, t, signal)).catch((err: unknown) => {
+    if (!p?.media.cancel || t.upstreamState === null) return
+    await p.media.cancel(toJob(t), t.upstreamState, callFor(p, t, signal)).catch((err: unknown) => {
       d.log.warn({ err, taskId: t.id }, 'could not cancel the upstream job')
     })
   }
 
   async function step(t: TaskRecord): Promise<void> {
-    const p = d.providerFor(t.provider)
     const submitting = t.upstreamState === null && t.status === 'processing'
     // A step never outlives its lease: past it another instance may take the task over. A submit is
     // not cut by this instance stopping (stop waits for it): cut, it may have started a job upstream
     // that nobody would know of.
     const leaseTimeout = AbortSignal.timeout(Math.floor(d.config.leaseMs * 0.8))
     const signal = submitting ? leaseTimeout : AbortSignal.any([stopping.signal, leaseTimeout])
+    const p = d.providerFor(t.provider)
     if (t.status === 'cancelled') {
       await cancelUpstream(p, t, signal)
       await advance(t, { cancelUpstream: false })
       return
     }
-    if (!p) {
+    const candidates = submitting ? d.submitCandidates(t) : []
+    if (submitting ? candidates.length === 0 : !p) {
       await fail(t, {
         code: 'no_available_provider',
-        message: `provider ${t.provider} serves no predictions`,
+        message: submitting
+          ? `no configured provider serves ${t.model} predictions`
+          : `provider ${t.provider} serves no predictions`,
       })
       return
     }
@@ -200,72 +242,105 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
       })
       return
     }
-    if (submitting && !p.adapter.idempotentSubmit) {
-      if (t.submitStartedAt !== null) {
-        // A submit began and its answer was never recorded (the instance holding the task died or
-        // was killed): the upstream may run that job, so a second one is not started.
-        await fail(t, {
-          code: 'upstream_error',
-          message:
-            'the gateway stopped while submitting the job and cannot tell whether the upstream accepted it; it is not submitted again',
-        })
-        return
-      }
-      // Recorded before the request leaves, so whoever takes the task over after a crash knows.
-      if (!(await d.tasks.markSubmitting(t.id, d.owner, d.now()))) return
-    }
+    if (submitting) await submit(t, candidates, signal)
+    else await poll(t, p as MediaProvider, signal)
+  }
+
+  /** Polls the deployment that accepted the task: it stays there, whatever its breaker says. */
+  async function poll(t: TaskRecord, p: MediaProvider, signal: AbortSignal): Promise<void> {
+    const key = healthKey(t.model, t.deployment)
+    const started = d.now()
     let s: MediaStep
     try {
-      const call = callFor(p, t, signal)
-      s =
-        t.upstreamState === null
-          ? await p.adapter.submit(toJob(t), call)
-          : await p.adapter.poll(toJob(t), t.upstreamState, call)
+      s = await p.media.poll(toJob(t), t.upstreamState as JsonValue, callFor(p, t, signal))
     } catch (err) {
-      const e = toGatewayError(err)
-      // A step cut by its own deadline (or by this instance stopping) is tried again, whatever it threw.
-      if (!signal.aborted && e.code === 'internal_error') {
-        // A fault of the gateway (ffmpeg missing, a bug): retrying will not help; the cause is logged.
-        d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
-        await fail(t, { code: 'internal_error', message: 'the task failed inside the gateway' })
-        return
-      }
-      if (
-        submitting &&
-        (signal.aborted || e.retryable || e.status >= 500) &&
-        !p.adapter.idempotentSubmit &&
-        !submitNotAccepted(err)
-      ) {
-        // The upstream may have accepted the job before the answer was lost (a timeout, a 5xx, a
-        // reset): submitting again could start and bill a second job. The task fails instead.
-        d.log.warn({ err, taskId: t.id }, 'task submit failed after it may have reached the upstream')
-        await fail(t, {
-          code: signal.aborted ? 'upstream_timeout' : e.code,
-          message: `the upstream did not confirm the job (${signal.aborted ? 'timed out' : e.message}); it is not submitted again, since the upstream may have started it`,
-        })
-        return
-      }
-      if (signal.aborted || e.retryable || e.status >= 500) {
-        // Network trouble, an upstream 5xx or 429, or this instance stopping: try again later.
-        d.log.warn({ err, taskId: t.id, runs: t.runs }, 'task step failed; will retry')
-        await advance(t, {
-          runs: t.runs + 1,
-          nextRunAt: d.now() + (stopping.signal.aborted ? 0 : pollDelay(t.runs, d.config)),
-          // A submit that certainly left no job behind may be sent again.
-          ...(submitting ? { submitStartedAt: null } : {}),
-        })
-        return
-      }
-      // The upstream refused the job (a 4xx): final.
-      await fail(t, { code: e.code, message: e.message })
+      reportFailure(key, err, signal, false)
+      await stepFailed(t, err, false, p.media, signal)
       return
     }
+    d.health.success(key, d.now() - started)
+    await stepDone(t, s, false, p.media, signal)
+  }
+
+  /**
+   * Offers the task to each candidate in turn, its own deployment first (see the top of this file).
+   * When every one turned it away, or none was in rotation, it is offered again after a backoff.
+   */
+  async function submit(t: TaskRecord, candidates: MediaCandidate[], signal: AbortSignal): Promise<void> {
+    if (t.submitStartedAt !== null) {
+      // A submit began and its answer was never recorded (the instance holding the task died or
+      // was killed): the upstream may run that job, so a second one is not started.
+      await fail(t, {
+        code: 'upstream_error',
+        message:
+          'the gateway stopped while submitting the job and cannot tell whether the upstream accepted it; it is not submitted again',
+      })
+      return
+    }
+    const own = candidates.filter((c) => c.deployment.id === t.deployment)
+    const order = [...own, ...candidates.filter((c) => c.deployment.id !== t.deployment)]
+    let marked = false
+    for (const c of order) {
+      if (signal.aborted) break
+      // An open breaker (or a half-open one whose probe is out) is not offered the task.
+      if (!d.health.tryAcquire(c.key)) continue
+      const media = c.provider.media
+      if (!media.idempotentSubmit && !marked) {
+        // Recorded before the request leaves, so whoever takes the task over after a crash knows.
+        if (!(await d.tasks.markSubmitting(t.id, d.owner, d.now()))) {
+          d.health.neutral(c.key)
+          return
+        }
+        marked = true
+      }
+      const at: TaskRecord = { ...t, ...placement({ ...c.deployment, deployment: c.deployment.id }) }
+      const started = d.now()
+      let s: MediaStep
+      try {
+        s = await media.submit(toJob(at), callFor(c.provider, at, signal))
+      } catch (err) {
+        reportFailure(c.key, err, signal, true)
+        const e = toGatewayError(err)
+        if (!signal.aborted && e.retryable && submitNotAccepted(err)) {
+          d.log.warn(
+            { err, taskId: t.id, deployment: c.deployment.id },
+            'the upstream turned the task away; offering it to the next deployment',
+          )
+          continue
+        }
+        await stepFailed(at, err, true, media, signal)
+        return
+      }
+      d.health.success(c.key, d.now() - started)
+      if (at.deployment !== t.deployment) {
+        d.log.info(
+          { taskId: t.id, from: t.deployment, to: at.deployment },
+          'task moved to another deployment',
+        )
+      }
+      await stepDone(at, s, true, media, signal)
+      return
+    }
+    d.log.warn({ taskId: t.id, runs: t.runs }, 'no deployment took the task; will offer it again')
+    // Nothing can have been started upstream: a later submit may go anywhere.
+    await retryLater(t, { submitStartedAt: null })
+  }
+
+  /** What the upstream's answer to a submit or poll makes of the task. */
+  async function stepDone(
+    t: TaskRecord,
+    s: MediaStep,
+    submitting: boolean,
+    media: MediaAdapter,
+    signal: AbortSignal,
+  ): Promise<void> {
     switch (s.state) {
       case 'pending':
         await advance(t, {
           upstreamState: s.job,
           runs: t.runs + 1,
           nextRunAt: d.now() + pollDelay(t.runs, d.config),
+          ...placement(t),
         })
         return
       case 'done':
@@ -278,7 +353,7 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
           if (!signal.aborted && e.code === 'internal_error') {
             d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
             await fail(t, { code: 'internal_error', message: 'the task failed inside the gateway' })
-          } else if (submitting && !p.adapter.idempotentSubmit) {
+          } else if (submitting && !media.idempotentSubmit) {
             // Done at submit, with no job to poll again: fetching the outputs once more would take a
             // second submit, which may start (and bill) a second job upstream.
             d.log.warn({ err, taskId: t.id }, 'keeping the outputs of a job done at submit failed')
@@ -288,10 +363,7 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
             })
           } else if (signal.aborted || e.retryable || e.status >= 500) {
             d.log.warn({ err, taskId: t.id, runs: t.runs }, 'keeping the outputs failed; will retry')
-            await advance(t, {
-              runs: t.runs + 1,
-              nextRunAt: d.now() + (stopping.signal.aborted ? 0 : pollDelay(t.runs, d.config)),
-            })
+            await retryLater(t)
           } else {
             await fail(t, { code: e.code, message: e.message })
           }
@@ -301,6 +373,44 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
         await fail(t, { code: s.code, message: s.message }, s.billed ?? null)
         return
     }
+  }
+
+  /** A submit or poll that threw (a submit turned away is not here: it went to the next deployment). */
+  async function stepFailed(
+    t: TaskRecord,
+    err: unknown,
+    submitting: boolean,
+    media: MediaAdapter,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const e = toGatewayError(err)
+    // A step cut by its own deadline (or by this instance stopping) is tried again, whatever it threw.
+    if (!signal.aborted && e.code === 'internal_error') {
+      // A fault of the gateway (ffmpeg missing, a bug): retrying will not help; the cause is logged.
+      d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
+      await fail(t, { code: 'internal_error', message: 'the task failed inside the gateway' })
+      return
+    }
+    const transient = signal.aborted || e.retryable || e.status >= 500
+    if (submitting && transient && !media.idempotentSubmit && !submitNotAccepted(err)) {
+      // The upstream may have accepted the job before the answer was lost (a timeout, a 5xx, a
+      // reset): submitting again, there or elsewhere, could start and bill a second job. It fails.
+      d.log.warn({ err, taskId: t.id }, 'task submit failed after it may have reached the upstream')
+      await fail(t, {
+        code: signal.aborted ? 'upstream_timeout' : e.code,
+        message: `the upstream did not confirm the job (${signal.aborted ? 'timed out' : e.message}); it is not submitted again, since the upstream may have started it`,
+      })
+      return
+    }
+    if (transient) {
+      // Network trouble, an upstream 5xx or 429, or this instance stopping: try again later.
+      d.log.warn({ err, taskId: t.id, runs: t.runs }, 'task step failed; will retry')
+      // A submit that certainly left no job behind may be sent again.
+      await retryLater(t, submitting ? { submitStartedAt: null } : {})
+      return
+    }
+    // The upstream refused the job (a 4xx): final.
+    await fail(t, { code: e.code, message: e.message })
   }
 
   async function guarded(t: TaskRecord): Promise<void> {

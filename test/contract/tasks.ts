@@ -393,6 +393,19 @@ export function describeTaskStoreContract(
         expect(await tasks.get(t.id)).toEqual(failed)
       })
 
+      it('advance moves a task to another deployment (a submit the first one turned away)', async () => {
+        const { tasks } = await openStore()
+        const t = taskFixture()
+        await tasks.create(t, 0)
+        await tasks.claimDue('w', T0, 1000, 1)
+        const moved = { provider: 'beta', deployment: 'beta#2', upstreamModel: 'beta-model' }
+        const patch = { ...moved, upstreamState: { job: 'on-beta' }, runs: 1 }
+        const after = { ...t, ...patch, leaseOwner: '', leaseUntil: 0 }
+        expect(after.deployment).not.toBe(t.deployment)
+        expect(await tasks.advance(t.id, 'w', 'processing', patch)).toEqual(after)
+        expect(await tasks.get(t.id)).toEqual(after)
+      })
+
       it('markSubmitting records the start of a submit for the lease holder, keeping the lease', async () => {
         const { tasks } = await openStore()
         const t = taskFixture()

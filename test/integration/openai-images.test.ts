@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { GatewayError, UpstreamError } from '../../src/errors.ts'
 import type { MediaJob } from '../../src/providers/async-media/types.ts'
 import { createOpenAIImagesAdapter } from '../../src/providers/openai-compat/images.ts'
-import { mediaAdapterFor } from '../../src/providers/async-media/registry.ts'
+import { chatAdapterFor, mediaAdapterFor } from '../../src/providers/registry.ts'
 import { makeMediaCall, reading } from '../support/media-call.ts'
 import {
   jsonFile,
@@ -205,5 +205,10 @@ describe('mediaAdapterFor', () => {
     expect(mediaAdapterFor('gemini', options)?.cancel).toBeUndefined()
     expect(typeof mediaAdapterFor('gemini', options)?.submit).toBe('function')
     expect(mediaAdapterFor('anthropic', options)).toBeUndefined()
+  })
+
+  it('replicate makes media only: it has no chat capability to route chat to', () => {
+    expect(chatAdapterFor('replicate', () => 0)).toBeUndefined()
+    expect(typeof chatAdapterFor('anthropic', () => 0)?.chat).toBe('function')
   })
 })
