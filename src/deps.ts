@@ -227,7 +227,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   fileSweeper.unref()
 
   const stats = createMeteringStats()
-  const metrics = createMetrics()
+  const metrics = createMetrics({ metering: stats })
   const idsUsed = overrides.ids ?? defaultIds
   const tasks = await createPredictionServices({
     config,

@@ -25,12 +25,61 @@ export interface Metrics {
   unbilledOverageTokens: Counter<'model'>
 }
 
+/**
+ * What metering counts in plain numbers (billing/metering.ts's MeteringStats; the hot path increments
+ * them without a label lookup). Read at every scrape into the `junction_settle_*` and
+ * `junction_output_overruns_total` counters.
+ */
+export interface MeteringCounts {
+  readonly settleFailures: number
+  readonly settleRetries: number
+  readonly outputOverruns: number
+}
+
+export interface MetricSources {
+  metering?: MeteringCounts
+}
+
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
 
-export function createMetrics(): Metrics {
+/** A counter whose value is read from `read()` when scraped (it only ever grows there). */
+function readCounter(name: string, help: string, read: () => number, registers: Registry[]): void {
+  new Counter({
+    name,
+    help,
+    registers,
+    collect() {
+      this.reset()
+      this.inc(read())
+    },
+  })
+}
+
+export function createMetrics(sources: MetricSources = {}): Metrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry, prefix: 'junction_' })
   const registers = [registry]
+  const metering = sources.metering
+  if (metering) {
+    readCounter(
+      'junction_settle_failures_total',
+      'Charges that could not be committed after every retry (logged as UNSETTLED GENERATION with the record to replay)',
+      () => metering.settleFailures,
+      registers,
+    )
+    readCounter(
+      'junction_settle_retries_total',
+      'Charge attempts that failed and were retried',
+      () => metering.settleRetries,
+      registers,
+    )
+    readCounter(
+      'junction_output_overruns_total',
+      'Answers whose upstream went past the output limit it was sent (cut, charged at most the hold)',
+      () => metering.outputOverruns,
+      registers,
+    )
+  }
   return {
     registry,
     requests: new Counter({

@@ -16,8 +16,16 @@ async function gatewayWhoseLedgerFails(): Promise<TestGateway> {
   store.ledger.settle = async () => {
     throw new Error('database is down')
   }
-  gw = await startGateway({ listen: true, overrides: { store } })
+  gw = await startGateway({ listen: true, env: { GATEWAY_ADMIN_KEY: ADMIN }, overrides: { store } })
   return gw
+}
+
+const ADMIN = 'admin-key-store-failure-01'
+
+async function scrape(g: TestGateway, name: string): Promise<number | undefined> {
+  const res = await g.app.inject({ url: '/metrics', headers: { authorization: `Bearer ${ADMIN}` } })
+  const line = res.body.split('\n').find((l) => l.startsWith(`${name} `))
+  return line === undefined ? undefined : Number(line.split(' ')[1])
 }
 
 const hello = { model: 'mock/chat', messages: [{ role: 'user', content: 'hello' }] }
@@ -29,6 +37,9 @@ describe('a charge that cannot be committed', () => {
     expect(res.status).toBe(503)
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('store_unavailable')
     expect(g.deps.stats.settleFailures).toBe(1)
+    // An operator alerts on it: one failed charge after three retries.
+    expect(await scrape(g, 'junction_settle_failures_total')).toBe(1)
+    expect(await scrape(g, 'junction_settle_retries_total')).toBe(3)
   })
 
   it('ends a stream with an error event instead of [DONE]', async () => {
