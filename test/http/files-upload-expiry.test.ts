@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { FileStorage } from '../../src/files/storage.ts'
-import { UPLOAD_RESERVATION_TTL_MS } from '../../src/routes/files.ts'
+import { UPLOAD_RESERVATION_TTL_MS } from '../../src/files/upload.ts'
 import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
 
 // An upload holds a file slot only for UPLOAD_RESERVATION_TTL_MS: one that outlives it is refused with
