@@ -1,4 +1,5 @@
 import { GatewayError } from '../errors.ts'
+import { owned } from '../owned.ts'
 import type { Logger } from '../logger.ts'
 import type { ResponseObject } from '../dialects/responses/response.ts'
 import type { ResponsesInputItem } from '../schemas/responses.ts'
@@ -107,9 +108,7 @@ async function getStored(
   id: string,
   param?: string,
 ): Promise<StoredResponse> {
-  const stored = await deps.store.responses.get(accountId, id)
-  if (!stored) throw notFound(id, param)
-  return stored
+  return owned(accountId, await deps.store.responses.get(accountId, id), () => notFound(id, param))
 }
 
 // Another account's id is answered exactly as an unknown one.

@@ -4,6 +4,7 @@ import { toGenerationBody } from '../billing/generation.ts'
 import { toUsd } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'
+import { owned } from '../owned.ts'
 
 const generationQuery = z.object({ id: z.string().min(1).max(200).optional() })
 
@@ -23,13 +24,11 @@ export const accountRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
     const q = generationQuery.safeParse(request.query)
     const id = q.success ? q.data.id : undefined
     if (id === undefined) throw invalidRequest('missing_field', 'query parameter id is required', 'id')
-    const record = await deps.store.generations.get(id)
-    // Another account's record is as unknown as a missing one: never reveal that it exists.
-    if (!record || record.accountId !== request.account.id) {
-      throw new GatewayError('generation_not_found', `generation ${id} not found`, {
-        param: 'id',
-      })
-    }
+    const record = owned(
+      request.account.id,
+      await deps.store.generations.get(id),
+      () => new GatewayError('generation_not_found', `generation ${id} not found`, { param: 'id' }),
+    )
     return toGenerationBody(record)
   })
 }

@@ -6,6 +6,7 @@ import { GatewayError, fromZodError } from '../errors.ts'
 import { toFileObject } from '../files/file-object.ts'
 import { StorageObjectNotFoundError } from '../files/storage.ts'
 import { MULTIPART_LIMITS, uploadFile } from '../files/upload.ts'
+import { owned } from '../owned.ts'
 import { FILE_PURPOSES, type StoredFile } from '../store/files.ts'
 
 // decisions.md, Files: upload (multipart, streamed to storage: files/upload.ts), list newest first,
@@ -34,9 +35,7 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
 
   const findFile = async (request: FastifyRequest): Promise<StoredFile> => {
     const { id } = request.params as { id: string }
-    const file = await store.files.get(request.account.id, id)
-    if (file === null) throw fileNotFound(id)
-    return file
+    return owned(request.account.id, await store.files.get(request.account.id, id), () => fileNotFound(id))
   }
 
   app.post('/v1/files', async (request) => {
@@ -98,8 +97,9 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
   app.delete('/v1/files/:id', async (request) => {
     const { id } = request.params as { id: string }
     // The record goes first: from then on nobody can list or reference the file, then its bytes go.
-    const file = await store.files.delete(request.account.id, id)
-    if (file === null) throw fileNotFound(id)
+    const file = owned(request.account.id, await store.files.delete(request.account.id, id), () =>
+      fileNotFound(id),
+    )
     await fileStorage.remove(file.storageKey)
     request.log.info({ fileId: file.id }, 'file deleted')
     return { id: file.id, object: 'file' as const, deleted: true }

@@ -5,6 +5,7 @@ import { release, type MeteringStats } from '../billing/metering.ts'
 import type { Config } from '../config.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'
 import type { Ids } from '../ids.ts'
+import { owned } from '../owned.ts'
 import type { JsonValue } from '../providers/async-media/types.ts'
 import { holdGeneration } from '../inference/generation.ts'
 import type { ModelTable } from '../routing/model-table.ts'
@@ -206,8 +207,7 @@ export function createPredictions(d: PredictionsDeps): Predictions {
   async function get(account: Account, id: string): Promise<TaskRecord> {
     // Ids are 32 hex: anything else is unknown without asking the store.
     const task = /^[0-9a-f]{32}$/.test(id) ? await d.store.tasks.get(id) : null
-    if (!task || task.accountId !== account.id) throw notFound(id)
-    return task
+    return owned(account.id, task, () => notFound(id))
   }
 
   return {
@@ -221,8 +221,7 @@ export function createPredictions(d: PredictionsDeps): Predictions {
           `prediction ${id} is ${before.status}; only a processing task can be cancelled`,
         )
       }
-      const after = await d.store.tasks.cancel(account.id, id, d.now())
-      if (!after) throw notFound(id)
+      const after = owned(account.id, await d.store.tasks.cancel(account.id, id, d.now()), () => notFound(id))
       if (after.status !== 'cancelled') {
         throw new GatewayError(
           'invalid_state',
