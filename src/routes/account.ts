@@ -5,6 +5,7 @@ import { toUsd } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'
 import { owned } from '../owned.ts'
+import { parseQuery } from '../schemas/query.ts'
 
 const generationQuery = z.object({ id: z.string().min(1).max(200).optional() })
 
@@ -21,8 +22,7 @@ export const accountRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
   })
 
   app.get('/v1/generation', async (request) => {
-    const q = generationQuery.safeParse(request.query)
-    const id = q.success ? q.data.id : undefined
+    const { id } = parseQuery(generationQuery, request.query)
     if (id === undefined) throw invalidRequest('missing_field', 'query parameter id is required', 'id')
     const record = owned(
       request.account.id,

@@ -2,6 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { discountRateSchema as rate, overdraftSchema } from '../schemas/billing.ts'
+import { parseQuery } from '../schemas/query.ts'
 import { hashKey, KEY_PREFIX_LENGTH } from '../config.ts'
 import { toGenerationBody } from '../billing/generation.ts'
 import { fromPpm, toPpm, toUsd, usd, usdRounded } from '../billing/money.ts'
@@ -266,7 +267,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
 
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/generations', async (request) => {
     const account = await mustGet(request.params.id)
-    const q = parse(pageQuery, request.query)
+    const q = parseQuery(pageQuery, request.query)
     const page = await store.generations.listByAccount(account.id, { limit: q.limit, before: q.before })
     return { object: 'list', data: page.data.map(toGenerationBody), next_cursor: page.nextCursor }
   })

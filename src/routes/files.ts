@@ -2,11 +2,12 @@ import multipart from '@fastify/multipart'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import type { Deps } from '../deps.ts'
-import { GatewayError, fromZodError } from '../errors.ts'
+import { GatewayError } from '../errors.ts'
 import { toFileObject } from '../files/file-object.ts'
 import { StorageObjectNotFoundError } from '../files/storage.ts'
 import { MULTIPART_LIMITS, uploadFile } from '../files/upload.ts'
 import { owned } from '../owned.ts'
+import { parseQuery } from '../schemas/query.ts'
 import { FILE_PURPOSES, type StoredFile } from '../store/files.ts'
 
 // decisions.md, Files: upload (multipart, streamed to storage: files/upload.ts), list newest first,
@@ -55,9 +56,7 @@ export const filesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { dep
   })
 
   app.get('/v1/files', async (request) => {
-    const parsed = listQuerySchema.safeParse(request.query ?? {}, { reportInput: true })
-    if (!parsed.success) throw fromZodError(parsed.error)
-    const q = parsed.data
+    const q = parseQuery(listQuerySchema, request.query)
     const { files, hasMore } = await store.files.list(request.account.id, {
       purpose: q.purpose,
       order: q.order,
