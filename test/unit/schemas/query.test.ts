@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { GatewayError } from '../../../src/errors.ts'
+import type { GatewayError } from '../../../src/errors.ts'
 import { parseQuery } from '../../../src/schemas/query.ts'
 
 const page = z.object({
