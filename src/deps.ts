@@ -2,6 +2,7 @@ import { canonicalJson } from './canonical-json.ts'
 import type { Logger as PinoLogger } from 'pino'
 import { DEV_KEY, hashKey, type Config } from './config.ts'
 import { ids as defaultIds, type Ids } from './ids.ts'
+import { everyInterval, startJobs, type BackgroundJob } from './jobs.ts'
 import { createLogger } from './logger.ts'
 import { createProviderRegistry, type ProviderRegistry } from './providers/registry.ts'
 import { buildModelTable, type ModelTable } from './routing/model-table.ts'
@@ -82,7 +83,10 @@ export interface DepsOverrides {
   outputStorage?: FileStorage
   /** The media capability by provider kind (tests); the built-in ones otherwise. */
   mediaAdapterFor?: (kind: ProviderKind) => MediaAdapter | undefined
-  /** False: the task runner, webhook sender and housekeeping do not run by themselves (tests drive them). */
+  /**
+   * False: no background job runs by itself (housekeeping, the task runner, the webhook sender);
+   * tests drive them.
+   */
   background?: boolean
 }
 
@@ -209,22 +213,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
       }
     }
   }
-  // Housekeeping: expired holds and windows already count for nothing; this frees their space.
-  const sweeper = setInterval(() => {
-    store.sweep(now()).catch((err: unknown) => log.warn({ err }, 'store housekeeping failed'))
-  }, SWEEP_INTERVAL_MS)
-  sweeper.unref()
   const fileStorage = overrides.fileStorage ?? createLocalFileStorage(config.files.dir, { now })
-  const fileSweeper = setInterval(() => {
-    sweepOrphans({
-      storage: fileStorage,
-      files: store.files,
-      graceMs: config.files.orphanGraceMs,
-      now,
-      log,
-    }).catch((err: unknown) => log.warn({ err }, 'file housekeeping failed'))
-  }, FILE_SWEEP_INTERVAL_MS)
-  fileSweeper.unref()
 
   const stats = createMeteringStats()
   const metrics = createMetrics({ metering: stats })
@@ -243,7 +232,26 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     health,
     outputStorage: overrides.outputStorage,
   })
-  if (overrides.background ?? true) tasks.start()
+  // Every background job of the instance, started here and stopped by close(), in this order.
+  const jobs: BackgroundJob[] = [
+    // Expired holds and windows already count for nothing; this frees their space.
+    everyInterval('store housekeeping', SWEEP_INTERVAL_MS, () => store.sweep(now()), log),
+    everyInterval(
+      'file housekeeping',
+      FILE_SWEEP_INTERVAL_MS,
+      () =>
+        sweepOrphans({
+          storage: fileStorage,
+          files: store.files,
+          graceMs: config.files.orphanGraceMs,
+          now,
+          log,
+        }),
+      log,
+    ),
+    ...tasks.jobs,
+  ]
+  const stopJobs = startJobs(overrides.background === false ? [] : jobs)
   return {
     config,
     log,
@@ -268,9 +276,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     predictionsHousekeeping: tasks.housekeeping,
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
-      clearInterval(sweeper)
-      clearInterval(fileSweeper)
-      await tasks.stop()
+      await stopJobs()
       await providers.close()
       await store.close()
     },

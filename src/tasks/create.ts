@@ -10,6 +10,7 @@ import type { FileStorage } from '../files/storage.ts'
 import { checkUrl, resolveAllowed } from '../http/address-guard.ts'
 import { safeRequest } from '../http/safe-fetch.ts'
 import type { Ids } from '../ids.ts'
+import { everyInterval, type BackgroundJob } from '../jobs.ts'
 import type { MediaTools } from '../providers/async-media/types.ts'
 import type { MediaProvider, ProviderRegistry } from '../providers/registry.ts'
 import type { Health } from '../routing/health.ts'
@@ -63,10 +64,11 @@ export interface PredictionServices {
   webhookSecrets: WebhookSecrets
   /** Deletes expired outputs (records and bytes) and finished tasks past their retention. */
   housekeeping(): Promise<number>
-  /** Starts the runner, the sender and the housekeeping. */
-  start(): void
-  /** Stops them; steps in flight are aborted and their tasks freed for the next run. */
-  stop(): Promise<void>
+  /**
+   * The runner, the sender and the output housekeeping, for createDeps' list of background jobs.
+   * Stopping the runner aborts its polls (their tasks are freed for the next run) and waits for them.
+   */
+  jobs: BackgroundJob[]
 }
 
 export async function createPredictionServices(d: PredictionServicesDeps): Promise<PredictionServices> {
@@ -178,7 +180,6 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
     signingKey,
   })
 
-  let sweeper: NodeJS.Timeout | undefined
   return {
     predictions,
     runner,
@@ -187,20 +188,22 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
     signingKey,
     webhookSecrets,
     housekeeping: () => keeper.sweep(p.taskRetentionMs),
-    start() {
-      runner.start(Math.min(p.pollIntervalMs, 500))
-      sender.start(WEBHOOK_TICK_MS)
-      sweeper = setInterval(() => {
-        keeper
-          .sweep(p.taskRetentionMs)
-          .catch((err: unknown) => log.warn({ err }, 'output housekeeping failed'))
-      }, SWEEP_INTERVAL_MS)
-      sweeper.unref()
-    },
-    async stop() {
-      clearInterval(sweeper)
-      await runner.stop()
-      await sender.stop()
-    },
+    jobs: [
+      {
+        name: 'task runner',
+        start() {
+          runner.start(Math.min(p.pollIntervalMs, 500))
+          return () => runner.stop()
+        },
+      },
+      {
+        name: 'webhook sender',
+        start() {
+          sender.start(WEBHOOK_TICK_MS)
+          return () => sender.stop()
+        },
+      },
+      everyInterval('output housekeeping', SWEEP_INTERVAL_MS, () => keeper.sweep(p.taskRetentionMs), log),
+    ],
   }
 }
