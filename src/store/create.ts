@@ -4,19 +4,9 @@ import type { DatabaseBackend, DatabaseConfig } from '../config.ts'
 import { createMemoryStore } from './memory.ts'
 import { createSqliteStore } from './sqlite-thread.ts'
 import type { Store } from './types.ts'
+import { redactUrl } from './database-url.ts'
 
 // Builds the store the configuration names, and says at start which backend holds the state.
-
-/** A database URL without its password, for logs. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url)
-    if (u.password !== '') u.password = '***'
-    return u.toString()
-  } catch {
-    return url.replace(/\/\/([^:/@]*):[^@]*@/, '//$1:***@')
-  }
-}
 
 /** Where the state is, as a log line says it (never a password). */
 export function describeBackend(backend: DatabaseBackend): { backend: string; location: string } {

@@ -78,6 +78,8 @@ interface AccountFiles {
 export function createMemoryFileStore(): FileStore {
   const accounts = new Map<string, AccountFiles>()
   const tokens = new Map<string, string>() // token → accountId
+  /** Every stored file's id: unique over all accounts, as the SQL backends' primary key makes it. */
+  const ids = new Set<string>()
   let nextToken = 0
 
   const accountFiles = (accountId: string): AccountFiles => {
@@ -116,10 +118,13 @@ export function createMemoryFileStore(): FileStore {
       const owner = tokens.get(token)
       if (owner === undefined) return false
       if (owner !== file.accountId) throw new Error('file reservation of another account')
+      // A bug, as a SQL backend's unique violation is: nothing changes, the reservation stays.
+      if (ids.has(file.id)) throw new Error(`file ${file.id} exists`)
       const { a, expiresAt } = dropToken(token)!
       if (expiresAt <= now) return false
       if (a.bytes + file.bytes > quota.maxBytes) return false
       a.files.set(file.id, { ...file })
+      ids.add(file.id)
       a.bytes += file.bytes
       return true
     },
@@ -148,6 +153,7 @@ export function createMemoryFileStore(): FileStore {
       const f = a?.files.get(id)
       if (!a || !f) return null
       a.files.delete(id)
+      ids.delete(id)
       a.bytes -= f.bytes
       return { ...f }
     },

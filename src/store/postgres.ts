@@ -8,6 +8,8 @@ import type { Money } from '../billing/money.ts'
 import type { Logger } from '../logger.ts'
 import type { FilePurpose, FileStore, StoredFile } from './files.ts'
 import { migrations } from './postgres-migrations.ts'
+import { redactUrl } from './database-url.ts'
+import { postgresCondition, toStoreError as toSqlStoreError } from './sql-errors.ts'
 import { createBatcher, type BatcherOptions } from './postgres-batch.ts'
 import { createPostgresTaskStores } from './postgres-tasks.ts'
 import { createPostgresResponseStore } from './responses.ts'
@@ -35,8 +37,9 @@ import type {
 // processes never both spend the same credit. Money travels as decimal strings (NUMERIC(40,0)
 // picodollars), never as a JavaScript number.
 //
-// Connection failures become `store_unavailable` (503); the pool reconnects by itself when the
-// database is back. Any other database error is a bug and is thrown as it is.
+// Failures of the database itself become `store_unavailable` (503) by the rule both SQL backends share
+// (sql-errors.ts); the pool reconnects by itself when the database is back. Any other database error
+// is a bug and is thrown as it is.
 
 const { Pool, DatabaseError } = pg
 
@@ -66,26 +69,9 @@ type Query = <R extends QueryResultRow>(
   name?: string,
 ) => Promise<QueryResult<R>>
 
-// SQLSTATE classes meaning "the database cannot serve now": connection exception, insufficient
-// resources (too many connections), operator intervention (shutdown, starting up).
-const UNAVAILABLE_STATE = /^(08|53|57P0)/
-
-/** A database failure as the gateway reports it: unreachable is a 503; anything else is unexpected. */
+/** A driver failure by sql-errors.ts's rule (socket errors and pg's own have no SQLSTATE: unreachable). */
 export function toStoreError(err: unknown): unknown {
-  if (err instanceof DatabaseError && !UNAVAILABLE_STATE.test(err.code ?? '')) return err
-  // Refused, reset, terminated, timed out: socket errors and pg's own have no SQLSTATE.
-  return new GatewayError('store_unavailable', 'the state store is unavailable', { cause: err })
-}
-
-/** The URL without its password, for logs. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url)
-    if (u.password) u.password = '***'
-    return u.toString()
-  } catch {
-    return '(unparseable database URL)'
-  }
+  return toSqlStoreError(err, postgresCondition(err instanceof DatabaseError ? err.code : undefined))
 }
 
 const money = (v: bigint): string => v.toString()

@@ -209,8 +209,8 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
   const tasks: TaskStore = {
     async create(task, idempotencySince) {
       return tx(() => {
-        // Checked, not left to the UNIQUE constraint: a constraint failure is a database error, which
-        // would fail every operation of the group commit; this fails only its own (as memory does).
+        // Checked, not left to the UNIQUE constraint, so the error says what happened (as memory's does);
+        // either way it fails only its own operation (sql-errors.ts: a constraint is a bug, not a 503).
         if (get('SELECT 1 FROM tasks WHERE id = ?', task.id)) throw new Error(`task ${task.id} exists`)
         if (task.idempotencyKey !== null) {
           const held = get<{ task_id: string; created_at: number }>(

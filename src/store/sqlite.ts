@@ -9,6 +9,7 @@ import type { FileStore, StoredFile } from './files.ts'
 import type { CheckpointerData, CheckpointReport } from './sqlite-checkpointer.ts'
 import { sqliteMigrations, type Migration } from './sqlite-migrations.ts'
 import { createSqliteTaskStores } from './sqlite-tasks.ts'
+import { isUnavailable, sqliteCondition, toStoreError } from './sql-errors.ts'
 export { createSqliteStore } from './sqlite-thread.ts'
 import { createSqliteResponseStore } from './responses.ts'
 import { consumeWindows, rollWindow } from './rate-windows.ts'
@@ -44,8 +45,9 @@ import type {
 // consistent either way.
 //
 // Money is TEXT decimal picodollars (see sqlite-migrations.ts), added up in JS as bigint within the
-// transaction. Database failures (disk full, locked past the timeout, closed) surface as
-// GatewayError `store_unavailable` (503), never as a raw crash.
+// transaction. Failures of the database itself (disk full, locked past the timeout, closed) surface as
+// GatewayError `store_unavailable` (503), never as a raw crash; a constraint or statement error is a
+// bug (500). The rule is shared with PostgreSQL: sql-errors.ts.
 
 export interface SqliteStoreOptions {
   /** Generation records older than this many days are deleted by `sweep`; usage totals stay. */
@@ -202,16 +204,20 @@ const decodeRecord = (text: string): GenerationRecord => {
   }
 }
 
-/** True for failures of the database itself, as opposed to a caller's mistake thrown on purpose. */
-function isDatabaseError(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code
-  return code === 'ERR_SQLITE_ERROR' || code === 'ERR_INVALID_STATE'
+/**
+ * True when the database itself failed (sql-errors.ts's rule): the whole group commit is then rolled
+ * back. A constraint or statement error, like a caller's mistake thrown on purpose, fails only its own
+ * operation (rolled back to its savepoint), and is not the database being unavailable.
+ */
+function databaseFailed(err: unknown): boolean {
+  const condition = sqliteCondition(err)
+  return condition !== undefined && isUnavailable(condition)
 }
 
+/** A failure as the caller gets it: 503 `store_unavailable` when the database failed, else as it is. */
 function unavailable(err: unknown): unknown {
-  return isDatabaseError(err)
-    ? new GatewayError('store_unavailable', 'the state store is unavailable', { cause: err })
-    : err
+  const condition = sqliteCondition(err)
+  return condition === undefined ? err : toStoreError(err, condition)
 }
 
 /** Applies the migrations `db` lacks, in one write transaction. */
@@ -327,7 +333,7 @@ export function openSqliteStore(
           try {
             outcomes.push({ ok: true, value: w.fn() })
           } catch (err) {
-            if (isDatabaseError(err)) throw err
+            if (databaseFailed(err)) throw err
             outcomes.push({ ok: false, value: err })
           }
           continue
@@ -337,8 +343,8 @@ export function openSqliteStore(
           outcomes.push({ ok: true, value: w.fn() })
           sql('RELEASE op').run()
         } catch (err) {
-          if (isDatabaseError(err)) throw err
-          // A caller's mistake (an unknown account): undo this operation only.
+          if (databaseFailed(err)) throw err
+          // A caller's mistake (an unknown account) or a bug (a constraint): undo this operation only.
           sql('ROLLBACK TO op').run()
           sql('RELEASE op').run()
           outcomes.push({ ok: false, value: err })

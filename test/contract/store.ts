@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../src/billing/money.ts'
+import { toGatewayError } from '../../src/errors.ts'
 import type { FileQuota, StoredFile } from '../../src/store/files.ts'
 import type { Account, ApiKeyRecord, GenerationRecord, Store } from '../../src/store/types.ts'
 
@@ -749,6 +750,28 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.files.commit(r.token, file, q, 0)).toBe(true)
         return file
       }
+
+      it('a write that breaks a uniqueness rule is a bug (500), never store_unavailable (503), and fails alone', async () => {
+        const store = await open()
+        const first = await add(store, fileFixture(uid('dup')))
+        const r = await store.files.reserve(first.accountId, quota, 0, TTL)
+        if (!r.ok) throw new Error(`reserve failed: ${r.reason}`)
+        const twin = { ...fileFixture(first.accountId), id: first.id }
+        // Another call in flight at the same time (one group commit on SQLite) is not failed with it.
+        const [commit, other] = await Promise.allSettled([
+          store.files.commit(r.token, twin, quota, 0),
+          store.files.get(first.accountId, first.id),
+        ])
+        expect(commit.status).toBe('rejected')
+        const e = toGatewayError((commit as PromiseRejectedResult).reason)
+        expect(e.status).toBe(500)
+        expect(e.code).toBe('internal_error')
+        expect(other).toEqual({ status: 'fulfilled', value: first })
+        // Nothing of the failed commit stays: the first file is intact, and the slot can be released.
+        expect(await store.files.get(first.accountId, first.id)).toEqual(first)
+        expect(await store.files.usage(first.accountId)).toEqual({ files: 1, bytes: first.bytes })
+        await store.files.release(r.token)
+      })
 
       it('tells which storage keys have a record, over every account', async () => {
         const store = await open()

@@ -6,7 +6,8 @@ import { usd } from '../../src/billing/money.ts'
 import { ConfigError, DEFAULT_DATABASE_PATH, loadConfig } from '../../src/config.ts'
 import { createDeps } from '../../src/deps.ts'
 import { createLogger } from '../../src/logger.ts'
-import { describeBackend, redactUrl } from '../../src/store/create.ts'
+import { describeBackend } from '../../src/store/create.ts'
+import { redactUrl } from '../../src/store/database-url.ts'
 
 const withFile = (file: unknown, env: Record<string, string> = {}) =>
   loadConfig({ GATEWAY_CONFIG: 'junction.json', ...env }, () => JSON.stringify(file))
