@@ -43,7 +43,9 @@ export interface MemoryStoreOptions {
   rateLimits?: RateLimitStore
   /**
    * Generation records kept per account, the oldest dropped beyond it (default 50 000). A settle is
-   * recognised as a repeat while its record is kept.
+   * recognised as a repeat for as long as the store lives, whether or not its record is still kept:
+   * the settled ids are kept apart from the records (some 80 bytes each, a test and trial backend's
+   * price for the interface's "exactly once").
    */
   maxGenerationsPerAccount?: number
   /** Generation records older than this many days are deleted by `sweep`; usage totals stay. */
@@ -109,6 +111,11 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
   const states = new Map<string, AccountState>()
   const keys = new Map<string, ApiKeyRecord>() // by hash
   const records = new Map<string, GenerationRecord>()
+  /**
+   * Every generation id ever settled: what makes a repeat a no-op after its record left the window
+   * or retention (accounts are never deleted, so this is "for as long as the account exists").
+   */
+  const settled = new Set<string>()
 
   const mustGet = (accountId: string): AccountState => {
     const s = states.get(accountId)
@@ -212,7 +219,7 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
         throw new Error(`generation ${input.generationId} settled against another account's reservation`)
       }
       const s = mustGet(ref.accountId)
-      if (records.has(input.generationId)) return null
+      if (settled.has(input.generationId)) return null
       const now = limit?.now ?? input.createdAt + input.generationTimeMs
       const stored = s.reservations.get(ref.id)
       s.reservations.delete(ref.id)
@@ -231,6 +238,7 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
             )
       s.usage += record.cost
       records.set(record.generationId, copyRecord(record))
+      settled.add(record.generationId)
       s.generations.push(record.generationId)
       // Dropped in batches (a fiftieth of the cap): shifting one id off a 50 000-long array on every
       // request is a copy of it.

@@ -42,6 +42,22 @@ describe('memory store', () => {
     expect((await store.ledger.credits('a', 0)).totalUsage).toBe(3n)
   })
 
+  it('settles each generation exactly once, also after its record left the window or retention', async () => {
+    const store = createMemoryStore({ maxGenerationsPerAccount: 2, retentionDays: 1 })
+    await store.accounts.create(account('a'), usd(1))
+    for (const id of ['g1', 'g2', 'g3']) await store.ledger.settle({ id, accountId: 'a' }, record(id, 'a'))
+    expect(await store.generations.get('g1')).toBeNull()
+    // A late repeat of g1 (a task runner finishing twice, a replay): charged nothing, stored nothing.
+    expect(await store.ledger.settle({ id: 'g1', accountId: 'a' }, record('g1', 'a'))).toBeNull()
+    expect((await store.ledger.credits('a', 0)).totalUsage).toBe(3n)
+    expect(await store.generations.get('g1')).toBeNull()
+    // Retention deletes every record; the ids still count as settled.
+    await store.sweep(10 * 86_400_000 + 1_700_000_000_000)
+    expect(await store.generations.get('g3')).toBeNull()
+    expect(await store.ledger.settle({ id: 'g3', accountId: 'a' }, record('g3', 'a'))).toBeNull()
+    expect((await store.ledger.credits('a', 0)).totalUsage).toBe(3n)
+  })
+
   it('takes its rate limits from another backend when given one', async () => {
     const other = createMemoryRateLimitStore()
     const consume = vi.spyOn(other, 'consume')
