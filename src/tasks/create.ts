@@ -154,6 +154,7 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
       return model ? d.router.mediaCandidates(model) : []
     },
     health: d.health,
+    metrics: d.metrics,
     tools,
     config: p,
     now,

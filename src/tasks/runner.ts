@@ -10,6 +10,7 @@ import type {
   MediaStep,
   MediaTools,
 } from '../providers/async-media/types.ts'
+import type { Metrics } from '../metrics.ts'
 import type { MediaProvider } from '../providers/registry.ts'
 import type { UpstreamCall } from '../providers/types.ts'
 import { healthKey, type Health } from '../routing/health.ts'
@@ -52,6 +53,8 @@ export interface RunnerDeps {
   submitCandidates(task: TaskRecord): MediaCandidate[]
   /** The deployments' circuit breakers (the chat's): a submit asks first, every call reports. */
   health: Pick<Health, 'tryAcquire' | 'success' | 'failure' | 'neutral'>
+  /** Failed submits and polls are counted here, as chat's failed calls are. */
+  metrics?: Pick<Metrics, 'upstreamErrors'>
   tools: MediaTools
   config: PredictionsConfig
   now: () => number
@@ -154,9 +157,16 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
    * call may not share (5xx, timeout, connection) counts against it; a 429, the request's own fault,
    * the gateway's own fault or this step being cut says nothing of its health.
    */
-  function reportFailure(key: string, err: unknown, signal: AbortSignal, acquired: boolean): void {
+  function reportFailure(
+    key: string,
+    provider: string,
+    err: unknown,
+    signal: AbortSignal,
+    acquired: boolean,
+  ): void {
     const e = toGatewayError(err)
     const status = err instanceof UpstreamError ? err.upstreamStatus : null
+    if (!signal.aborted) d.metrics?.upstreamErrors.inc({ provider, code: e.code })
     if (!signal.aborted && e.retryable && status !== 429) d.health.failure(key)
     else if (acquired) d.health.neutral(key)
   }
@@ -254,7 +264,7 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
     try {
       s = await p.media.poll(toJob(t), t.upstreamState as JsonValue, callFor(p, t, signal))
     } catch (err) {
-      reportFailure(key, err, signal, false)
+      reportFailure(key, t.provider, err, signal, false)
       await stepFailed(t, err, false, p.media, signal)
       return
     }
@@ -299,7 +309,7 @@ export function createTaskRunner(d: RunnerDeps): TaskRunner {
       try {
         s = await media.submit(toJob(at), callFor(c.provider, at, signal))
       } catch (err) {
-        reportFailure(c.key, err, signal, true)
+        reportFailure(c.key, c.deployment.provider, err, signal, true)
         const e = toGatewayError(err)
         if (!signal.aborted && e.retryable && submitNotAccepted(err)) {
           d.log.warn(

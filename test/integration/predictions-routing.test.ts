@@ -145,6 +145,11 @@ describe('prediction submission falls back between deployments', () => {
     expect(await s.task(id)).toMatchObject({ status: 'success', deployment: 'beta' })
     expect(s.beta.requests).toHaveLength(1)
     expect(s.gw.deps.health.snapshot(healthKey('team/picture', 'alpha')).consecutiveFailures).toBe(1)
+    // Counted with chat's failed upstream calls.
+    const errors = await s.gw.deps.metrics.upstreamErrors.get()
+    expect(errors.values).toEqual([
+      expect.objectContaining({ labels: { provider: 'alpha', code: 'upstream_error' }, value: 1 }),
+    ])
   })
 
   it('a 5xx after the request reached the first deployment does not move it: that job may exist', async () => {
