@@ -11,6 +11,7 @@ import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
 import {
   createClientErrorHandler,
   createLingerSlots,
+  limitConnectionsPerAddress,
   watchBody,
   writeRawError,
   type LingerSlots,
@@ -41,6 +42,8 @@ declare module 'fastify' {
     bodyBudget: BodyBudget
     /** Connections lingering after an early answer, per account (http/connection.ts). */
     lingerSlots: LingerSlots
+    /** Open connections per client address, capped by server.maxConnectionsPerAddress. */
+    connectionsByAddress: { count(address: string): number }
   }
   interface FastifyRequest {
     /** What the request's one log line and its metrics report. */
@@ -111,6 +114,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   app.decorateRequest('account', null as never)
   app.decorateRequest('junction', null as never)
   app.decorate('lingerSlots', createLingerSlots(LINGER_SLOTS_PER_ACCOUNT))
+  app.decorate(
+    'connectionsByAddress',
+    limitConnectionsPerAddress(app.server, server.maxConnectionsPerAddress),
+  )
   app.decorate(
     'bodyBudget',
     createBodyBudget(server.maxBufferedBodyBytes, server.maxBufferedBodyBytesPerAccount),
