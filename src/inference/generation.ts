@@ -17,6 +17,7 @@ import type { Usage } from '../providers/types.ts'
 import type { Deployment, ServedModel } from '../routing/model-table.ts'
 import type {
   Account,
+  ApiKeyRecord,
   AttemptRecord,
   GenerationRecord,
   GenerationUsage,
@@ -34,6 +35,10 @@ import type { Metrics } from '../metrics.ts'
 
 export interface HoldRequest {
   account: Account
+  /** The key it is made with: its models and limits apply (see `admit`). */
+  key?: ApiKeyRecord
+  /** The hold names the key even without a limit, for a settle built elsewhere later (a task's). */
+  holdKey?: boolean
   /** The model asked for: its slug keys the admission. */
   slug: string
   /** Every deployment that may answer: the hold assumes the smallest discount of their models. */
@@ -53,6 +58,8 @@ export interface HoldRequest {
 export function holdGeneration(deps: MeteringDeps, h: HoldRequest): Promise<Admission> {
   return admit(deps, {
     account: h.account,
+    key: h.key,
+    holdKey: h.holdKey,
     slug: h.slug,
     generationId: h.generationId,
     costBound: h.costBound,
@@ -75,6 +82,8 @@ export interface Closing {
   held?: Money
   /** The token estimate admission counted, corrected here; null: none was counted. */
   tokenEstimate: number | null
+  /** The windows admission counted it in (`Admission.tokenKeys`); absent: the account's. */
+  tokenKeys?: readonly string[]
   now: number
 }
 
@@ -88,7 +97,7 @@ export async function closeGeneration(
   c: Closing,
 ): Promise<{ record: GenerationRecord | null; charged: boolean }> {
   if (c.record === null) {
-    await release(deps, c.reservation, c.tokenEstimate, c.now)
+    await release(deps, c.reservation, c.tokenEstimate, c.now, c.tokenKeys)
     return { record: null, charged: true }
   }
   const settled = await settle(deps, {
@@ -96,6 +105,7 @@ export async function closeGeneration(
     record: c.record,
     held: c.held,
     tokenEstimate: c.tokenEstimate,
+    tokenKeys: c.tokenKeys,
     now: c.now,
   })
   const record = settled ?? c.record
@@ -117,6 +127,8 @@ export interface GenerationDeps extends MeteringDeps {
 
 export interface BeginGeneration {
   account: Account
+  /** The key it was made with (its models, limits and spend); absent: the account's alone. */
+  key?: ApiKeyRecord
   /** The model asked for (its slug keys the admission; the record names the deployment's model). */
   model: ServedModel
   /** Every deployment that may answer: the credit hold covers the dearest. */
@@ -175,6 +187,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
   const startedAt = deps.now()
   const admission = await holdGeneration(deps, {
     account: b.account,
+    key: b.key,
     slug: b.model.slug,
     deployments: b.deployments,
     generationId: b.generationId,
@@ -204,6 +217,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
         reservation,
         record: null,
         tokenEstimate: admission.tokenEstimate,
+        tokenKeys: admission.tokenKeys,
         now: endedAt,
       })
       return null
@@ -230,6 +244,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     const record = buildRecord({
       generationId: b.generationId,
       accountId: b.account.id,
+      keyHash: b.key?.hash,
       api: b.api,
       slug: o.deployment.slug,
       deployment: o.deployment,
@@ -251,6 +266,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       record,
       held: admission.reservation.amount,
       tokenEstimate: admission.tokenEstimate,
+      tokenKeys: admission.tokenKeys,
       now: endedAt,
     })
     charged = closed.charged

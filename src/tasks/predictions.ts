@@ -11,7 +11,7 @@ import { holdGeneration } from '../inference/generation.ts'
 import type { ModelTable } from '../routing/model-table.ts'
 import type { Router } from '../routing/router.ts'
 import { familyKind, parseMediaInput, parsePredictionRequest } from '../schemas/predictions.ts'
-import type { Account, Store } from '../store/types.ts'
+import type { Account, ApiKeyRecord, Store } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
 import { taskCostBound } from './billing.ts'
 import { toPredictionBody, type PredictionBody } from './body.ts'
@@ -55,6 +55,11 @@ export interface CreateOptions {
   origin: string
   /** The requests-per-minute limit already counted this request (before its body was read). */
   requestCounted?: boolean
+  /**
+   * The key it is made with: its models and limits apply, and its hold names it, so the task's
+   * settlement (built from the task, later) is charged to the key too.
+   */
+  key?: ApiKeyRecord
 }
 
 export interface Predictions {
@@ -151,6 +156,8 @@ export function createPredictions(d: PredictionsDeps): Predictions {
     }
     await holdGeneration(d, {
       account,
+      key: options.key,
+      holdKey: true,
       slug: model.slug,
       deployments: candidates.map((c) => c.deployment),
       generationId: id,
