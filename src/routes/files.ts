@@ -8,7 +8,7 @@ import { newFileId, toFileObject } from '../files/file-object.ts'
 import { FileTooLargeError, StorageObjectNotFoundError, type StoredObject } from '../files/storage.ts'
 import { FILE_PURPOSES, type FilePurpose, type StoredFile } from '../store/files.ts'
 
-// decisions.md, Files: upload (multipart, streamed to storage), list newest first, retrieve, content,
+// docs/design/decisions.md, Files: upload (multipart, streamed to storage), list newest first, retrieve, content,
 // delete. Every lookup is by the caller's account: another account's id is a 404, never a 403.
 
 /** Bounds on the multipart body besides the file size: one file, a few small fields. */

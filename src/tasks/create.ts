@@ -90,7 +90,7 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
     return mediaProviders.get(name)
   }
 
-  // Webhooks and client-given media URLs follow the same address rules (decisions.md, Webhooks).
+  // Webhooks and client-given media URLs follow the same address rules (docs/design/decisions.md, Webhooks).
   const addressPolicy = { allowHttp: p.webhooks.allowHttp, allowedHosts: p.webhooks.allowedHosts }
   const tools: MediaTools = {
     ffmpegPath: p.ffmpegPath,

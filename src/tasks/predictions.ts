@@ -18,7 +18,7 @@ import { outputUrl } from './outputs.ts'
 // checks everything before anything reaches an upstream (model, input rules, webhook address), holds
 // the task's price (402 when the account has nothing left), stores the task and wakes the runner.
 
-/** decisions.md: a repeat with the same Idempotency-Key within 24 h returns the first task. */
+/** docs/design/decisions.md: a repeat with the same Idempotency-Key within 24 h returns the first task. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000
 /** A task's hold outlives its longest run by this, so the runner that ends it still finds it. */
 const HOLD_MARGIN_MS = 10 * 60_000
@@ -33,7 +33,7 @@ export interface PredictionsDeps {
   ids: Ids
   /** Whether a provider has a media adapter (only those deployments can serve a task). */
   servesMedia(provider: string): boolean
-  /** Refuses (400, param `webhook`) an address the gateway must not call (decisions.md, Webhooks). */
+  /** Refuses (400, param `webhook`) an address the gateway must not call (docs/design/decisions.md, Webhooks). */
   checkWebhook(url: string): Promise<void>
   /** The runner: a new task is due at once. */
   wake(): void
