@@ -18,9 +18,10 @@ const ASSETS: Record<string, { file?: string; type: string; text?: string }> = {
   'swagger-ui-bundle.js': { file: 'swagger-ui-bundle.js', type: 'text/javascript; charset=utf-8' },
   'favicon-32x32.png': { file: 'favicon-32x32.png', type: 'image/png' },
   // In a file rather than inline, so a Content-Security-Policy without 'unsafe-inline' still allows it.
+  // validatorUrl: null keeps Swagger UI from sending the document to its online validator for a badge.
   'init.js': {
     type: 'text/javascript; charset=utf-8',
-    text: "window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#reference', deepLinking: true })\n",
+    text: "window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#reference', deepLinking: true, validatorUrl: null })\n",
   },
 }
 

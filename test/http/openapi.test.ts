@@ -290,6 +290,8 @@ describe('the rendered reference at /docs', () => {
     expect(bundle.body).toContain('SwaggerUIBundle')
     const init = await gw.app.inject({ url: '/docs/assets/init.js' })
     expect(init.body).toContain("url: '/openapi.json'")
+    // Nor does the page send the document to Swagger's online validator.
+    expect(init.body).toContain('validatorUrl: null')
   })
 
   it('serves nothing but its listed files', async () => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -17,6 +17,11 @@ import { stopServer, useServerProcesses, type ServerProcess } from '../support/s
 const run = promisify(execFile)
 const start = useServerProcesses()
 const repo = fileURLToPath(new URL('../../', import.meta.url))
+const pkg = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as {
+  name: string
+  version: string
+  scripts: { start: string }
+}
 const workdir = mkdtempSync(join(tmpdir(), 'junction-getting-started-'))
 afterAll(() => rmSync(workdir, { recursive: true, force: true }))
 
@@ -121,14 +126,24 @@ describe('docs/getting-started.md', () => {
           await stopServer(server, 'SIGINT')
           expect(server.output()).toContain('"msg":"stopped"')
         }
-        server = await start(env, workdir)
-        const shown = (step.expected ?? '').trim().split('\n').map(logEntry)
+        // `npm start` as package.json says: its node options, our server.
+        const script = pkg.scripts.start
+        const nodeArgs = script.split(' ').filter((a) => a.startsWith('--'))
+        expect(script).toBe(`node ${nodeArgs.join(' ')} src/server.ts`)
+        server = await start(env, workdir, nodeArgs)
+        // npm's own lines first: the script's name and command, as the page shows them.
+        const shown = (step.expected ?? '').replace(/^\n/, '').split('\n')
+        expect(shown.slice(0, 3)).toEqual([`> ${pkg.name}@${pkg.version} start`, `> ${script}`, ''])
         const printed = server
           .output()
           .split('\n')
-          .filter((l) => l.startsWith('{'))
-          .map(logEntry)
-        expect(printed, step.commands).toEqual(shown)
+          .filter((l) => l.trim() !== '')
+          .map((l) => (l.startsWith('{') ? logEntry(l) : l))
+        const expected = shown
+          .slice(3)
+          .filter((l) => l.trim() !== '')
+          .map((l) => (l.startsWith('{') ? logEntry(l) : l))
+        expect(printed, step.commands).toEqual(expected)
         ran++
         continue
       }
