@@ -7,6 +7,8 @@ import { errorCatalogue } from '../../src/errors.ts'
 import { builtinProviders } from '../../src/providers/catalogue.ts'
 import { formatReferencePages } from '../../scripts/format.ts'
 import { configKeys, configLeaves } from '../../scripts/reference.ts'
+import { buildOpenApi } from '../../src/openapi/document.ts'
+import { DOC_PAGES, readPage } from '../support/docs.ts'
 
 // docs/reference/ is written by `npm run docs` from the code. These tests fail when a page is stale,
 // and when the code grows something the reference cannot describe: a config key without a
@@ -101,5 +103,55 @@ describe('generated reference pages', () => {
     )
     expect(silent, 'catalogued but never sent: remove them from src/errors.ts or send them').toEqual([])
     for (const [c, e] of Object.entries(errorCatalogue)) expect(e.when.length, c).toBeGreaterThan(10)
+  })
+
+  it('every route a page names is a route of the OpenAPI document', () => {
+    const doc = buildOpenApi() as { paths: Record<string, Record<string, unknown>> }
+    const known = new Set(
+      Object.entries(doc.paths).flatMap(([path, ops]) =>
+        Object.keys(ops).map((m) => `${m.toUpperCase()} ${path.replace(/\{\w+\}/g, '{}')}`),
+      ),
+    )
+    // Named on purpose though not ours: a route the docs say is not served, an upstream's route.
+    const notOurs = new Set(['GET /v1/responses/{}/input_items', 'POST /images/generations'])
+    const unknown: string[] = []
+    for (const page of DOC_PAGES) {
+      for (const m of readPage(page).matchAll(/`(GET|POST|PUT|DELETE|PATCH) (\/[^`?]*)/g)) {
+        const path = (m[2] as string)
+          .replace(/\{[^}]*\}/g, '{}')
+          .replace(/…/g, '{}')
+          .split(' ')[0]!
+          .replace(/\/$/, '')
+        const route = `${m[1]} ${path}`
+        if (!known.has(route) && !notOurs.has(route)) unknown.push(`${page}: ${m[0]}`)
+      }
+    }
+    expect(unknown, 'these pages name routes the gateway does not have').toEqual([])
+  })
+
+  it('every config key a page names exists', () => {
+    const leaves = configLeaves().map((l) => l.path)
+    // A key, or a section of keys (`providers.<name>.timeouts`), with `<name>` and `[]` matching any.
+    const prefixes = new Set(
+      leaves.flatMap((p) => p.split('.').map((_, i, a) => a.slice(0, i + 1).join('.'))),
+    )
+    const pattern = (p: string): RegExp =>
+      new RegExp(
+        `^${p
+          .replace(/[.[\]]/g, (c) => `\\${c}`)
+          .replace(/<name>/g, '[^.]+')
+          .replace(/\\\[\\\]/g, '(\\[\\d*\\])?')}$`,
+      )
+    const known = [...prefixes].map(pattern)
+    const unknown: string[] = []
+    for (const page of DOC_PAGES.filter((p) => !p.startsWith('docs/reference/'))) {
+      const named = readPage(page).matchAll(
+        /`((?:server|limits|files|database|routing|predictions|providers|models|accounts)(?:\[\d*\])?\.[\w.<>[\]-]+)`/g,
+      )
+      for (const m of named) if (!known.some((r) => r.test(m[1] as string))) unknown.push(`${page}: ${m[1]}`)
+    }
+    expect(known.some((r) => r.test('providers.openai.timeouts'))).toBe(true)
+    expect(known.some((r) => r.test('server.noSuchKey'))).toBe(false)
+    expect(unknown, 'these pages name config keys that do not exist').toEqual([])
   })
 })
