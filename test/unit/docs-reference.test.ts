@@ -154,4 +154,36 @@ describe('generated reference pages', () => {
     expect(known.some((r) => r.test('server.noSuchKey'))).toBe(false)
     expect(unknown, 'these pages name config keys that do not exist').toEqual([])
   })
+
+  it('every "status `code`" a page names is that code with that status in the catalogue', () => {
+    // Upstreams' own statuses and codes, named where the docs say how they map.
+    const upstreams = new Set(['529 overloaded_error'])
+    const catalogue = errorCatalogue as Record<string, { status: number }>
+    const wrong: string[] = []
+    let checked = 0
+    for (const page of DOC_PAGES) {
+      for (const m of readPage(page).matchAll(/\b([1-5]\d\d)\*{0,2}\s+`([a-z_]+)`/g)) {
+        checked++
+        const [status, code] = [Number(m[1]), m[2] as string]
+        if (catalogue[code]?.status !== status && !upstreams.has(`${status} ${code}`)) {
+          wrong.push(`${page}: ${status} ${code} (catalogue: ${catalogue[code]?.status ?? 'no such code'})`)
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(40)
+    expect(wrong).toEqual([])
+  })
+
+  it('every gateway variable a page names is on the environment page', () => {
+    const documented = new Set(
+      [...read('docs/reference/environment.md').matchAll(/^\| `([A-Z][A-Z0-9_]*)`/gm)].map((m) => m[1]),
+    )
+    const named = DOC_PAGES.flatMap((page) =>
+      [
+        ...readPage(page).matchAll(/`((?:GATEWAY|MOCK)_[A-Z0-9_]+|[A-Z]+_(?:API_KEY|API_TOKEN|BASE_URL))`/g),
+      ].map((m) => `${page}: ${m[1]}`),
+    )
+    expect(named.length).toBeGreaterThan(20)
+    expect(named.filter((n) => !documented.has(n.split(': ')[1]))).toEqual([])
+  })
 })
