@@ -403,7 +403,7 @@ function renderModels(): string {
     m.type + (m.family && m.family !== m.type ? ` (${m.family})` : ''),
     enabledBy.get(m.provider) ? code(enabledBy.get(m.provider) as string) : 'always',
     (m.aliases ?? []).map(code).join(', '),
-    m.maxOutputTokens === undefined ? '' : String(m.maxOutputTokens),
+    m.maxOutputTokens === undefined ? '—' : String(m.maxOutputTokens),
     priceText(builtinPrices[m.slug] as Record<string, unknown> | undefined),
   ])
   return page(
