@@ -190,5 +190,18 @@ describe('documented curl examples', () => {
     expect(hooks[0]!.headers['webhook-signature']).toBe(
       `v1,${createHmac('sha256', key).update(signed).digest('base64')}`,
     )
+    // The page's own verification code, as a receiver would paste it, accepts the delivery and
+    // refuses it once its body is changed.
+    const snippet = /^ {2}```ts\n([\s\S]*?)^ {2}```/m.exec(readPage('docs/clients/webhooks.md'))?.[1] ?? ''
+    expect(snippet).toContain('function verify')
+    const file = join(dir, 'verify.ts')
+    writeFileSync(file, `${snippet.replace(/^ {2}/gm, '')}\nexport { verify }\n`)
+    const { verify } = (await import(file)) as {
+      verify: (secret: string, headers: Record<string, string>, body: string) => boolean
+    }
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'
+    const headers = hooks[0]!.headers as Record<string, string>
+    expect(verify(secret, headers, hooks[0]!.body)).toBe(true)
+    expect(verify(secret, headers, hooks[0]!.body.replace('success', 'failed'))).toBe(false)
   })
 })
