@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { envSchema, fileSchema, loadConfig, type Config } from '../src/config.ts'
-import { errorCatalogue } from '../src/errors.ts'
+import { errorCatalogue, errorWhen, type ErrorCode } from '../src/errors.ts'
 import { builtinModels, builtinProviders } from '../src/providers/catalogue.ts'
 import {
   ANTHROPIC_GOOGLE_PRICES_TAKEN_ON,
@@ -368,7 +368,7 @@ ${table(['variable', 'what it does'], presets)}`,
 function renderErrors(): string {
   const rows = Object.entries(errorCatalogue)
     .sort(([a, x], [b, y]) => x.status - y.status || a.localeCompare(b))
-    .map(([c, e]) => [String(e.status), code(e.type), code(c), e.when])
+    .map(([c, e]) => [String(e.status), code(e.type), code(c), errorWhen[c as ErrorCode]])
   return page(
     'Error codes',
     'Error codes',

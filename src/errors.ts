@@ -14,213 +14,128 @@ export type ErrorType =
   | 'server_error'
 
 /**
- * Every error code the gateway sends, with its status, type and when it happens: a code is chosen at
- * the throw site, status and type follow from it, so the same code never answers two ways. `when` is
- * the reference page's text (docs/reference/errors.md, written by `npm run docs`).
+ * Every error code the gateway sends, with its status and type: a code is chosen at the throw site,
+ * status and type follow from it, so the same code never answers two ways. `errorWhen` below says when
+ * each happens.
  */
 export const errorCatalogue = {
-  invalid_value: {
-    status: 400,
-    type: 'invalid_request_error',
-    when: 'A field breaks a rule of the API (`param` names its path, e.g. `messages[0].role`), or a body is malformed in another way.',
-  },
-  missing_field: {
-    status: 400,
-    type: 'invalid_request_error',
-    when: 'A required field is absent (`param` names it).',
-  },
-  unsupported_parameter: {
-    status: 400,
-    type: 'invalid_request_error',
-    when: "A field or value the gateway does not serve: `n` other than 1, an unknown field where none are allowed, a feature the model's provider cannot take.",
-  },
-  invalid_json: {
-    status: 400,
-    type: 'invalid_request_error',
-    when: 'The body is not valid JSON, or is empty with `content-type: application/json`.',
-  },
-  invalid_request: {
-    status: 400,
-    type: 'invalid_request_error',
-    when: 'The HTTP request itself is malformed (a bad URL, a header or framing Node refuses).',
-  },
-  too_deep: {
-    status: 400,
-    type: 'invalid_request_error',
-    when: 'A JSON body nests objects and arrays deeper than `server.maxJsonDepth` (`param` names the place).',
-  },
-  file_limit_exceeded: {
-    status: 400,
-    type: 'invalid_request_error',
-    when: "An upload would pass the account's file count, or a multipart body passes its part limits.",
-  },
+  invalid_value: { status: 400, type: 'invalid_request_error' },
+  missing_field: { status: 400, type: 'invalid_request_error' },
+  unsupported_parameter: { status: 400, type: 'invalid_request_error' },
+  invalid_json: { status: 400, type: 'invalid_request_error' },
+  invalid_request: { status: 400, type: 'invalid_request_error' },
+  too_deep: { status: 400, type: 'invalid_request_error' },
+  file_limit_exceeded: { status: 400, type: 'invalid_request_error' },
   /** The provider rejected the request as the client's fault; its (scrubbed) message is kept. */
-  upstream_invalid_request: {
-    status: 400,
-    type: 'invalid_request_error',
-    when: "The provider refused the request as the client's fault; its message is kept, secrets removed.",
-  },
-  missing_api_key: {
-    status: 401,
-    type: 'authentication_error',
-    when: 'No `Authorization: Bearer` (or `x-api-key`) header.',
-  },
-  invalid_api_key: {
-    status: 401,
-    type: 'authentication_error',
-    when: 'The key is unknown, revoked, or longer than 512 characters.',
-  },
-  invalid_admin_key: {
-    status: 401,
-    type: 'authentication_error',
-    when: 'A call to `/admin` or `/metrics` without the admin key.',
-  },
-  insufficient_credits: {
-    status: 402,
-    type: 'insufficient_credits',
-    when: 'The balance minus the open reservations is not above zero; nothing is sent upstream.',
-  },
+  upstream_invalid_request: { status: 400, type: 'invalid_request_error' },
+  missing_api_key: { status: 401, type: 'authentication_error' },
+  invalid_api_key: { status: 401, type: 'authentication_error' },
+  invalid_admin_key: { status: 401, type: 'authentication_error' },
+  insufficient_credits: { status: 402, type: 'insufficient_credits' },
   /** An output URL whose signature is not the gateway's, or whose time is up. */
-  invalid_signature: {
-    status: 403,
-    type: 'permission_error',
-    when: "An output URL (`/v1/outputs/…`) whose signature is not the gateway's (a changed id, expiry or signature).",
-  },
-  url_expired: { status: 403, type: 'permission_error', when: 'An output URL whose time is up.' },
+  invalid_signature: { status: 403, type: 'permission_error' },
+  url_expired: { status: 403, type: 'permission_error' },
   /** A CORS preflight from an origin (or with a method or header) server.cors does not allow. */
-  origin_not_allowed: {
-    status: 403,
-    type: 'permission_error',
-    when: 'A CORS preflight from an origin, or with a method or header, that `server.cors` does not allow.',
-  },
-  route_not_found: {
-    status: 404,
-    type: 'not_found_error',
-    when: 'No route has this path (the admin API and `/metrics` have none without `GATEWAY_ADMIN_KEY`).',
-  },
-  model_not_found: {
-    status: 404,
-    type: 'not_found_error',
-    when: 'An unknown model slug or alias, or a `provider.fallback` or `available_models` entry that names none.',
-  },
-  file_not_found: { status: 404, type: 'not_found_error', when: "An unknown file id, or another account's." },
-  generation_not_found: {
-    status: 404,
-    type: 'not_found_error',
-    when: "An unknown generation id, or another account's (also once retention deleted it).",
-  },
-  prediction_not_found: {
-    status: 404,
-    type: 'not_found_error',
-    when: "An unknown prediction id, or another account's.",
-  },
-  response_not_found: {
-    status: 404,
-    type: 'not_found_error',
-    when: "An unknown stored Responses id, or another account's.",
-  },
-  output_not_found: {
-    status: 404,
-    type: 'not_found_error',
-    when: 'An output deleted after its retention, or never made.',
-  },
-  account_not_found: {
-    status: 404,
-    type: 'not_found_error',
-    when: 'An admin call naming an account that does not exist.',
-  },
-  key_not_found: {
-    status: 404,
-    type: 'not_found_error',
-    when: 'An admin call naming a key the account does not have.',
-  },
-  method_not_allowed: {
-    status: 405,
-    type: 'invalid_request_error',
-    when: 'A known path asked with another method; the `Allow` header lists the methods it takes.',
-  },
-  request_timeout: {
-    status: 408,
-    type: 'invalid_request_error',
-    when: 'Headers, body or the whole request arrived too slowly (`server.*TimeoutMs`, `bodyMinBytesPerSecond`); the connection is closed.',
-  },
-  invalid_state: {
-    status: 409,
-    type: 'invalid_request_error',
-    when: "An action the object's state does not allow, such as cancelling a finished prediction.",
-  },
-  account_exists: {
-    status: 409,
-    type: 'invalid_request_error',
-    when: 'Creating an account whose id exists.',
-  },
-  idempotency_key_reused: {
-    status: 409,
-    type: 'invalid_request_error',
-    when: 'An `Idempotency-Key` reused with another body.',
-  },
-  payload_too_large: {
-    status: 413,
-    type: 'invalid_request_error',
-    when: 'A body over `server.bodyLimitBytes`, an upload over its file or account limits, or inlined file bytes over theirs.',
-  },
-  uri_too_long: {
-    status: 414,
-    type: 'invalid_request_error',
-    when: 'A path parameter (an id) over 100 characters.',
-  },
-  unsupported_media_type: {
-    status: 415,
-    type: 'invalid_request_error',
-    when: 'A body that is not `application/json` (or `multipart/form-data` for uploads).',
-  },
+  origin_not_allowed: { status: 403, type: 'permission_error' },
+  route_not_found: { status: 404, type: 'not_found_error' },
+  model_not_found: { status: 404, type: 'not_found_error' },
+  file_not_found: { status: 404, type: 'not_found_error' },
+  generation_not_found: { status: 404, type: 'not_found_error' },
+  prediction_not_found: { status: 404, type: 'not_found_error' },
+  response_not_found: { status: 404, type: 'not_found_error' },
+  output_not_found: { status: 404, type: 'not_found_error' },
+  account_not_found: { status: 404, type: 'not_found_error' },
+  key_not_found: { status: 404, type: 'not_found_error' },
+  method_not_allowed: { status: 405, type: 'invalid_request_error' },
+  request_timeout: { status: 408, type: 'invalid_request_error' },
+  invalid_state: { status: 409, type: 'invalid_request_error' },
+  account_exists: { status: 409, type: 'invalid_request_error' },
+  idempotency_key_reused: { status: 409, type: 'invalid_request_error' },
+  payload_too_large: { status: 413, type: 'invalid_request_error' },
+  uri_too_long: { status: 414, type: 'invalid_request_error' },
+  unsupported_media_type: { status: 415, type: 'invalid_request_error' },
   /** A byte range of an output that starts past its end. */
-  range_not_satisfiable: {
-    status: 416,
-    type: 'invalid_request_error',
-    when: 'A byte range of an output that starts past its end; `Content-Range: bytes */<size>` says the size.',
-  },
-  headers_too_large: { status: 431, type: 'invalid_request_error', when: 'Request headers over 16 KiB.' },
-  rate_limit_exceeded: {
-    status: 429,
-    type: 'rate_limit_error',
-    when: "The account's own limit (`X-RateLimit-Scope: account-requests`, `account-tokens` or `account-bodies`) or the upstream's after retries (`upstream`); `Retry-After` says when to retry.",
-  },
-  internal_error: { status: 500, type: 'server_error', when: 'A bug: the details are logged, not sent.' },
-  upstream_error: {
-    status: 502,
-    type: 'upstream_error',
-    when: 'The upstream failed after retries and fallbacks: a 5xx, a refused gateway key, a malformed or out-of-order answer.',
-  },
-  no_available_provider: {
-    status: 503,
-    type: 'service_unavailable',
-    when: 'No enabled provider serves the model, or every deployment is out of rotation (circuit breakers); `Retry-After: 1`.',
-  },
-  shutting_down: {
-    status: 503,
-    type: 'service_unavailable',
-    when: 'The instance is draining after SIGTERM; the connection is closed, retry on another.',
-  },
+  range_not_satisfiable: { status: 416, type: 'invalid_request_error' },
+  headers_too_large: { status: 431, type: 'invalid_request_error' },
+  rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
+  internal_error: { status: 500, type: 'server_error' },
+  upstream_error: { status: 502, type: 'upstream_error' },
+  no_available_provider: { status: 503, type: 'service_unavailable' },
+  shutting_down: { status: 503, type: 'service_unavailable' },
   /** Too many request bytes are held in memory at once: retry shortly. */
-  server_busy: {
-    status: 503,
-    type: 'service_unavailable',
-    when: 'Too many request body bytes are held at once (`server.maxBufferedBodyBytes`); `Retry-After: 1`.',
-  },
-  store_unavailable: {
-    status: 503,
-    type: 'service_unavailable',
-    when: "The database does not answer or fails, or an answer's charge could not be committed.",
-  },
-  upstream_timeout: {
-    status: 504,
-    type: 'timeout_error',
-    when: 'An upstream connect, first-byte, idle or total timeout, after retries.',
-  },
-} as const satisfies Record<string, { status: number; type: ErrorType; when: string }>
+  server_busy: { status: 503, type: 'service_unavailable' },
+  store_unavailable: { status: 503, type: 'service_unavailable' },
+  upstream_timeout: { status: 504, type: 'timeout_error' },
+} as const satisfies Record<string, { status: number; type: ErrorType }>
 
 export type ErrorCode = keyof typeof errorCatalogue
+
+/**
+ * When each code is sent: the text of the error reference (docs/reference/errors.md, written by
+ * `npm run docs`). A code without one does not compile.
+ */
+export const errorWhen: Record<ErrorCode, string> = {
+  invalid_value:
+    'A field breaks a rule of the API (`param` names its path, e.g. `messages[0].role`), or a body is malformed in another way.',
+  missing_field: 'A required field is absent (`param` names it).',
+  unsupported_parameter:
+    "A field or value the gateway does not serve: `n` other than 1, an unknown field where none are allowed, a feature the model's provider cannot take.",
+  invalid_json: 'The body is not valid JSON, or is empty with `content-type: application/json`.',
+  invalid_request: 'The HTTP request itself is malformed (a bad URL, a header or framing Node refuses).',
+  too_deep:
+    'A JSON body nests objects and arrays deeper than `server.maxJsonDepth` (`param` names the place).',
+  file_limit_exceeded:
+    "An upload would pass the account's file count, or a multipart body passes its part limits.",
+  upstream_invalid_request:
+    "The provider refused the request as the client's fault; its message is kept, secrets removed.",
+  missing_api_key: 'No `Authorization: Bearer` (or `x-api-key`) header.',
+  invalid_api_key: 'The key is unknown, revoked, or longer than 512 characters.',
+  invalid_admin_key: 'A call to `/admin` or `/metrics` without the admin key.',
+  insufficient_credits:
+    'The balance minus the open reservations is not above zero; nothing is sent upstream.',
+  invalid_signature:
+    "An output URL (`/v1/outputs/…`) whose signature is not the gateway's (a changed id, expiry or signature).",
+  url_expired: 'An output URL whose time is up.',
+  origin_not_allowed:
+    'A CORS preflight from an origin, or with a method or header, that `server.cors` does not allow.',
+  route_not_found:
+    'No route has this path (the admin API and `/metrics` have none without `GATEWAY_ADMIN_KEY`).',
+  model_not_found:
+    'An unknown model slug or alias, or a `provider.fallback` or `available_models` entry that names none.',
+  file_not_found: "An unknown file id, or another account's.",
+  generation_not_found: "An unknown generation id, or another account's (also once retention deleted it).",
+  prediction_not_found: "An unknown prediction id, or another account's.",
+  response_not_found: "An unknown stored Responses id, or another account's.",
+  output_not_found: 'An output deleted after its retention, or never made.',
+  account_not_found: 'An admin call naming an account that does not exist.',
+  key_not_found: 'An admin call naming a key the account does not have.',
+  method_not_allowed:
+    'A known path asked with another method; the `Allow` header lists the methods it takes.',
+  request_timeout:
+    'Headers, body or the whole request arrived too slowly (`server.*TimeoutMs`, `bodyMinBytesPerSecond`); the connection is closed.',
+  invalid_state: "An action the object's state does not allow, such as cancelling a finished prediction.",
+  account_exists: 'Creating an account whose id exists.',
+  idempotency_key_reused: 'An `Idempotency-Key` reused with another body.',
+  payload_too_large:
+    'A body over `server.bodyLimitBytes`, an upload over its file or account limits, or inlined file bytes over theirs.',
+  uri_too_long: 'A path parameter (an id) over 100 characters.',
+  unsupported_media_type: 'A body that is not `application/json` (or `multipart/form-data` for uploads).',
+  range_not_satisfiable:
+    'A byte range of an output that starts past its end; `Content-Range: bytes */<size>` says the size.',
+  headers_too_large: 'Request headers over 16 KiB.',
+  rate_limit_exceeded:
+    "The account's own limit (`X-RateLimit-Scope: account-requests`, `account-tokens` or `account-bodies`) or the upstream's after retries (`upstream`); `Retry-After` says when to retry.",
+  internal_error: 'A bug: the details are logged, not sent.',
+  upstream_error:
+    'The upstream failed after retries and fallbacks: a 5xx, a refused gateway key, a malformed or out-of-order answer.',
+  no_available_provider:
+    'No enabled provider serves the model, or every deployment is out of rotation (circuit breakers); `Retry-After: 1`.',
+  shutting_down: 'The instance is draining after SIGTERM; the connection is closed, retry on another.',
+  server_busy:
+    'Too many request body bytes are held at once (`server.maxBufferedBodyBytes`); `Retry-After: 1`.',
+  store_unavailable: "The database does not answer or fails, or an answer's charge could not be committed.",
+  upstream_timeout: 'An upstream connect, first-byte, idle or total timeout, after retries.',
+}
 
 export interface GatewayErrorOptions {
   param?: string | null
