@@ -29,7 +29,9 @@ function registeredRoutes(tree: string): string[] {
     const depth = (m[1] as string).length / 4
     const segment = m[2] as string
     stack.length = depth
-    stack.push(segment.startsWith('/') ? segment : `/${segment}`)
+    // A child is the rest of its parent's path: `/:id` and `/content` start a segment, `s` continues one
+    // (`/v1/key` → `/v1/keys`), and `*` is the wildcard segment (`/v1/models/*`).
+    stack.push(segment === '*' ? '/*' : segment)
     const path = stack
       .join('')
       .replace(/:(\w+)/g, '{}')
@@ -99,6 +101,8 @@ describe('OpenAPI document', () => {
     const tree = [
       '├── /v1/files (POST, GET, HEAD)',
       '│   └── /:id (GET, HEAD, DELETE)',
+      '├── /v1/key (GET)',
+      '│   └── s (GET)',
       '└── /m (GET)',
       '    └── * (GET)',
     ].join('\n')
@@ -107,6 +111,8 @@ describe('OpenAPI document', () => {
       'GET /v1/files',
       'GET /v1/files/{}',
       'DELETE /v1/files/{}',
+      'GET /v1/key',
+      'GET /v1/keys',
       'GET /m',
       'GET /m/{}',
     ])
