@@ -13,7 +13,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['bench/**', 'test/**'],
+    files: ['bench/**', 'test/**', 'scripts/**'],
     rules: { 'no-console': 'off' },
   },
 )

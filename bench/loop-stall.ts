@@ -133,7 +133,7 @@ const cases: Case[] = [
     path: '/v1/chat/completions',
     body: () => chat({ messages: [{ role: 'user', content: fill({ type: 'text', text: 'hi' }, room) }] }),
   },
-  // The widest requests still accepted after the caps (docs/api.md, Limits): each must also stay under 50 ms.
+  // The widest requests still accepted after the caps (docs/clients/chat.md, request caps): each must also stay under 50 ms.
   {
     name: 'at the caps: 10 000 messages of 1 KB',
     path: '/v1/chat/completions',

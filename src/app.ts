@@ -36,6 +36,7 @@ import { modelsRoutes } from './routes/models.ts'
 import { predictionsRoutes } from './routes/predictions.ts'
 import { responsesRoutes } from './routes/responses.ts'
 import { outputsRoutes } from './routes/outputs.ts'
+import { openapiRoutes } from './routes/openapi.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -262,6 +263,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
 
   registerCors(app, server.cors)
   await app.register(healthRoutes, { deps })
+  // The OpenAPI document and its rendered page: public, like the API's own documentation.
+  await app.register(openapiRoutes)
   // Signed output URLs carry their own authorisation (no bearer header).
   await app.register(outputsRoutes, { deps })
   if (deps.config.adminKey !== undefined) {

@@ -277,13 +277,23 @@ const timeoutMs = z
 
 const timeoutsSchema = z
   .object({
-    connectMs: timeoutMs.default(10_000),
-    firstByteMs: timeoutMs.default(120_000),
-    idleMs: timeoutMs.default(60_000),
+    connectMs: timeoutMs
+      .default(10_000)
+      .describe('Longest time to open the TCP (and TLS) connection to the upstream.'),
+    firstByteMs: timeoutMs
+      .default(120_000)
+      .describe("Longest time from sending the request to the upstream's response headers."),
+    idleMs: timeoutMs
+      .default(60_000)
+      .describe("Longest silence between two chunks of the upstream's body, streams included."),
     // One bound for blocking calls and streams alike: 10 minutes is what OpenAI's own SDKs allow a
     // request, room for a slow reasoning answer or ~60k streamed tokens at 100 tokens/s, and it ends
     // before limits.reservationTtlMs (15 minutes) lets the call's credit reservation lapse.
-    totalMs: timeoutMs.default(600_000),
+    totalMs: timeoutMs
+      .default(600_000)
+      .describe(
+        'Longest time from sending the request to the answer fully read, streams included (504 `upstream_timeout` past it).',
+      ),
   })
   .strict()
 
@@ -291,43 +301,118 @@ const MiB = 1024 * 1024
 
 const retrySchema = z
   .object({
-    attemptsPerDeployment: z.number().int().min(1).max(10).optional(),
-    backoffMs: z.number().int().min(0).max(60_000).optional(),
-    maxBackoffMs: z.number().int().min(0).max(600_000).optional(),
+    attemptsPerDeployment: z
+      .number()
+      .int()
+      .min(1)
+      .max(10)
+      .optional()
+      .describe(
+        'Calls one request may make to one deployment (the first included); `routing.retry` gives the default, 2.',
+      ),
+    backoffMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(60_000)
+      .optional()
+      .describe(
+        'First wait before calling a deployment again, doubled each time, with jitter; `routing.retry` gives the default, 250.',
+      ),
+    maxBackoffMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(600_000)
+      .optional()
+      .describe('Longest wait between two calls of one deployment; `routing.retry` gives the default, 4000.'),
   })
   .strict()
 
 const routingSchema = z
   .object({
-    maxAttempts: z.number().int().min(1).max(20).default(4),
-    budgetMs: timeoutMs.default(60_000),
-    maxRetryAfterMs: z.number().int().min(0).max(600_000).default(10_000),
-    retry: retrySchema.default({}),
+    maxAttempts: z
+      .number()
+      .int()
+      .min(1)
+      .max(20)
+      .default(4)
+      .describe('Most upstream calls one request makes, over every deployment and fallback.'),
+    budgetMs: timeoutMs
+      .default(60_000)
+      .describe("No new attempt starts once this long has passed since the request's first attempt."),
+    maxRetryAfterMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(600_000)
+      .default(10_000)
+      .describe(
+        "A 429's Retry-After is waited out on the same deployment only up to this; a longer one moves on.",
+      ),
+    retry: retrySchema
+      .default({})
+      .describe(
+        "Retry defaults for every provider (a provider's own `retry` overrides them): `attemptsPerDeployment`, `backoffMs`, `maxBackoffMs`.",
+      ),
     breaker: z
       .object({
-        failureThreshold: z.number().int().min(1).max(1000).default(5),
-        cooldownMs: timeoutMs.default(30_000),
+        failureThreshold: z
+          .number()
+          .int()
+          .min(1)
+          .max(1000)
+          .default(5)
+          .describe('Consecutive failures that take a deployment out of rotation.'),
+        cooldownMs: timeoutMs
+          .default(30_000)
+          .describe('How long a deployment stays out of rotation before one probe request is let through.'),
       })
       .strict()
-      .prefault({}),
+      .prefault({})
+      .describe('Circuit breaking per deployment, per instance.'),
     latency: z
       .object({
-        alpha: z.number().gt(0).max(1).default(0.3),
-        staleMs: timeoutMs.default(300_000),
+        alpha: z
+          .number()
+          .gt(0)
+          .max(1)
+          .default(0.3)
+          .describe('Weight of the newest time to first byte in the moving average (0–1).'),
+        staleMs: timeoutMs
+          .default(300_000)
+          .describe('A measurement older than this no longer counts: the deployment is measured again.'),
       })
       .strict()
-      .prefault({}),
+      .prefault({})
+      .describe('The moving average of time to first byte that `least_latency` and `speed` read.'),
   })
   .strict()
 
 const providerSchema = z
   .object({
-    kind: z.enum(['openai-compat', 'anthropic', 'gemini', 'replicate', 'mock']),
-    baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+    kind: z
+      .enum(['openai-compat', 'anthropic', 'gemini', 'replicate', 'mock'])
+      .describe('The wire protocol the provider speaks.'),
+    baseUrl: z
+      .url({ protocol: /^https?$/ })
+      .optional()
+      .describe(
+        "Where the provider answers; a built-in provider's name brings its own (and its `…_BASE_URL` variable).",
+      ),
     /** Name of the environment variable holding the key: keys never live in the file. */
-    apiKeyEnv: z.string().min(1).optional(),
-    headers: z.record(z.string(), z.string()).default({}),
-    timeouts: timeoutsSchema.prefault({}),
+    apiKeyEnv: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Name of the environment variable that holds the provider's key (keys never live in the file); unset: no key is sent.",
+      ),
+    headers: z
+      .record(z.string(), z.string())
+      .default({})
+      .describe('Extra headers sent with every call to this provider.'),
+    timeouts: timeoutsSchema.prefault({}).describe('Upstream timeouts of this provider.'),
     /**
      * Most bytes read from a blocking answer's body, after decompression (streams: 8 MiB an event).
      * The default holds the largest OpenAI embeddings answer in JSON: 2,048 inputs × 3,072 floats,
@@ -339,31 +424,59 @@ const providerSchema = z
       .int()
       .positive()
       .max(500 * MiB)
-      .default(256 * MiB),
+      .default(256 * MiB)
+      .describe(
+        "Most bytes read from a blocking answer's body after decompression (502 past it); stream events are capped at 8 MiB each.",
+      ),
     /** Open connections per upstream origin; requests beyond it queue. Streams hold one each. */
-    maxConnections: z.number().int().positive().max(10_000).default(1024),
-    latencyMs: z.number().int().min(0).max(600_000).default(0),
-    outputLimitField: z.enum(['max_completion_tokens', 'max_tokens']).optional(),
+    maxConnections: z
+      .number()
+      .int()
+      .positive()
+      .max(10_000)
+      .default(1024)
+      .describe('Open connections per upstream origin; requests beyond it queue, and a stream holds one.'),
+    latencyMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(600_000)
+      .default(0)
+      .describe('The mock provider only: delay before each answer, its chunks spaced a tenth of it.'),
+    outputLimitField: z
+      .enum(['max_completion_tokens', 'max_tokens'])
+      .optional()
+      .describe(
+        'OpenAI-compatible providers: the field the output limit is sent in; `max_tokens` unless the provider is `openai` or `groq`.',
+      ),
     /** Overrides `routing.retry` for this provider's deployments. */
-    retry: retrySchema.optional(),
+    retry: retrySchema.optional().describe("Overrides `routing.retry` for this provider's deployments."),
   })
   .strict()
 
 const price = z.number().min(0).max(1_000_000)
 const priceSchema = z
   .object({
-    prompt: price.optional(),
-    cachedPrompt: price.optional(),
-    cacheWrite: price.optional(),
-    completion: price.optional(),
-    reasoning: price.optional(),
-    audioPrompt: price.optional(),
-    audioCompletion: price.optional(),
-    embedding: price.optional(),
-    imageByTier: z.record(z.string(), price).optional(),
-    videoPerSecond: z.record(z.string(), price).optional(),
-    speechPerMillionCharacters: price.optional(),
-    speechAudioTokens: price.optional(),
+    prompt: price.optional().describe('USD per million prompt tokens.'),
+    cachedPrompt: price.optional().describe("USD per million prompt tokens read from the provider's cache."),
+    cacheWrite: price.optional().describe("USD per million prompt tokens written to the provider's cache."),
+    completion: price.optional().describe('USD per million completion tokens.'),
+    reasoning: price.optional().describe('USD per million reasoning tokens; `completion` when unset.'),
+    audioPrompt: price.optional().describe('USD per million audio prompt tokens.'),
+    audioCompletion: price.optional().describe('USD per million audio completion tokens.'),
+    embedding: price.optional().describe('USD per million embedding input tokens.'),
+    imageByTier: z
+      .record(z.string(), price)
+      .optional()
+      .describe('Image models: USD per image, by resolution tier (`1K`, `2K`, `4K`).'),
+    videoPerSecond: z
+      .record(z.string(), price)
+      .optional()
+      .describe('Video models: USD per second of video, by resolution (`720P`, …).'),
+    speechPerMillionCharacters: price
+      .optional()
+      .describe('Speech models: USD per million characters of prompt and style instructions.'),
+    speechAudioTokens: price.optional().describe('Speech models: USD per million output audio tokens.'),
   })
   .strict()
   .superRefine((table, ctx) => {
@@ -376,29 +489,83 @@ const priceSchema = z
 
 const deploymentSchema = z
   .object({
-    provider: z.string().min(1),
-    upstreamModel: z.string().min(1).optional(),
-    pricing: priceSchema.optional(),
-    weight: z.number().int().min(1).max(1000).default(1),
-    quality: z.number().min(0).max(100).optional(),
+    provider: z.string().min(1).describe('The configured or built-in provider serving this deployment.'),
+    upstreamModel: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('The model id sent upstream; the rest of the slug when unset.'),
+    pricing: priceSchema.optional().describe("Replaces the price list's table for this deployment."),
+    weight: z.number().int().min(1).max(1000).default(1).describe('Share of round-robin traffic.'),
+    quality: z
+      .number()
+      .min(0)
+      .max(100)
+      .optional()
+      .describe(
+        "Quality score 0–100 for `primary_factor: quality` and `preference: quality`; the model's when unset.",
+      ),
   })
   .strict()
 
 const modelSchema = z
   .object({
-    slug: z.string().regex(/^[^/\s]+\/\S+$/, 'must have the form provider/model_name'),
-    provider: z.string().min(1).optional(),
-    upstreamModel: z.string().min(1).optional(),
-    type: z.enum(['chat', 'embedding', 'image', 'video', 'speech']).default('chat'),
+    slug: z
+      .string()
+      .regex(/^[^/\s]+\/\S+$/, 'must have the form provider/model_name')
+      .describe('The name requests use, `provider/model_name`.'),
+    provider: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("The provider serving the model; the slug's first segment when unset."),
+    upstreamModel: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('The model id sent upstream; the rest of the slug when unset.'),
+    type: z
+      .enum(['chat', 'embedding', 'image', 'video', 'speech'])
+      .default('chat')
+      .describe('What the model serves: chat and embeddings, or predictions (image, video, speech).'),
     /** Replaces the catalogue's price table for this slug. */
-    pricing: priceSchema.optional(),
-    maxOutputTokens: z.number().int().positive().optional(),
-    quality: z.number().min(0).max(100).optional(),
-    routing: z.enum(['priority', 'round_robin', 'least_latency']).optional(),
+    pricing: priceSchema
+      .optional()
+      .describe("Replaces the price list's table for this slug (`{}` makes it free on purpose)."),
+    maxOutputTokens: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe(
+        "Most output tokens one answer can have: the reservation's bound when the client sets none (`limits.defaultMaxOutputTokens` when unset).",
+      ),
+    quality: z
+      .number()
+      .min(0)
+      .max(100)
+      .optional()
+      .describe('Quality score 0–100 (routing); deployments without their own take it.'),
+    routing: z
+      .enum(['priority', 'round_robin', 'least_latency'])
+      .optional()
+      .describe('How its deployments are ordered when a request does not say.'),
     /** Image, video and speech models: which input rules apply (the type's generic family by default). */
-    family: z.enum(['image', 'video', 'speech', 'video-a', 'video-b', 'video-c']).optional(),
+    family: z
+      .enum(['image', 'video', 'speech', 'video-a', 'video-b', 'video-c'])
+      .optional()
+      .describe(
+        "Image, video and speech models: the input rules their predictions follow (the type's generic family when unset).",
+      ),
     /** Several providers serving the slug, in priority order (instead of provider/upstreamModel/pricing). */
-    deployments: z.array(deploymentSchema).min(1).max(32).optional(),
+    deployments: z
+      .array(deploymentSchema)
+      .min(1)
+      .max(32)
+      .optional()
+      .describe(
+        'Several providers serving the slug, in priority order (instead of `provider`, `upstreamModel`, `pricing`).',
+      ),
     /** Other names requests may use (bare vendor names clients send, such as `claude-sonnet-4-5-20250929`). */
     aliases: z
       .array(
@@ -408,7 +575,8 @@ const modelSchema = z
           .regex(/^[^/\s]+(\/\S+)?$/, 'an alias is a name without spaces'),
       )
       .max(64)
-      .default([]),
+      .default([])
+      .describe('Other names requests may use for this model, such as bare vendor names (`gpt-5`).'),
   })
   .strict()
   .superRefine((m, ctx) => {
@@ -435,8 +603,20 @@ const modelSchema = z
 
 const rateLimitsSchema = z
   .object({
-    requestsPerMinute: z.number().int().positive().optional(),
-    tokensPerMinute: z.number().int().positive().optional(),
+    requestsPerMinute: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe('Requests admitted per sliding minute (429 past it).'),
+    tokensPerMinute: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe(
+        'Tokens per sliding minute, estimated before the request and corrected by its usage (429 past it).',
+      ),
   })
   .strict()
 
@@ -447,63 +627,163 @@ const keySchema = z.union([
 
 const accountSchema = z
   .object({
-    id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/),
-    name: z.string().max(200).optional(),
-    keys: z.array(keySchema).min(1),
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,64}$/)
+      .describe("The account's id (letters, digits, `_`, `.`, `-`; at most 64)."),
+    name: z.string().max(200).optional().describe('A display name; the id when unset.'),
+    keys: z
+      .array(keySchema)
+      .min(1)
+      .describe(
+        'API keys of the account: a key in plain text (at least 8 characters, hashed at load) or `{"sha256": "<64 hex>"}`.',
+      ),
     /** USD the account starts with. */
-    credits: z.number().min(0).max(1e9).default(0),
+    credits: z
+      .number()
+      .min(0)
+      .max(1e9)
+      .default(0)
+      .describe('USD the account starts with, applied only when the account is created.'),
     // No defaults below: an unset field must stay unset, so it is not applied over an existing
     // account's (admin-made) value. The defaults are applied when the account is created.
     /** 0.75 = 75 % off the upstream cost. */
-    discountPercent: rate.optional(),
-    modelDiscounts: z.record(z.string(), rate).optional(),
-    rateLimits: rateLimitsSchema.optional(),
+    discountPercent: rate
+      .optional()
+      .describe('Discount rate on the upstream cost: 0.75 is 75 % off (0 for a new account when unset).'),
+    modelDiscounts: z
+      .record(z.string(), rate)
+      .optional()
+      .describe('Discount rates for single models, by slug, over `discountPercent`.'),
+    rateLimits: rateLimitsSchema
+      .optional()
+      .describe("The account's own rate limits; `limits.rateLimits` when unset."),
     /**
      * USD a request may be charged past its hold when the upstream reports more than admission
      * allowed for, and the balance go below zero; 0 (none) unless set.
      */
-    overdraftUsd: overdraftSchema.optional(),
+    overdraftUsd: overdraftSchema
+      .optional()
+      .describe(
+        'USD a charge may pass its hold, and the balance go below zero; 0 for a new account when unset.',
+      ),
     /** Standard Webhooks secret signing this account's prediction webhooks. */
     webhookSecret: z
       .string()
       .refine(isWebhookSecret, 'must be whsec_ followed by base64 of 24 to 64 bytes')
-      .optional(),
+      .optional()
+      .describe(
+        "The Standard Webhooks secret (`whsec_…`) signing the account's prediction webhooks; generated when unset.",
+      ),
   })
   .strict()
 
-const fileSchema = z
+export const fileSchema = z
   .object({
     server: z
       .object({
-        host: z.string().min(1).optional(),
-        port: z.number().int().min(0).max(65535).optional(),
+        host: z.string().min(1).optional().describe('Address to listen on.'),
+        port: z.number().int().min(0).max(65535).optional().describe('Port to listen on (0: any free port).'),
         bodyLimitBytes: z
           .number()
           .int()
           .positive()
           .max(1024 ** 3)
-          .optional(),
-        shutdownGraceMs: z.number().int().min(0).optional(),
-        logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
-        keepAliveTimeoutMs: z.number().int().positive().optional(),
-        requestTimeoutMs: z.number().int().positive().optional(),
-        headersTimeoutMs: z.number().int().positive().optional(),
-        bodyIdleTimeoutMs: z.number().int().positive().optional(),
-        maxBufferedBodyBytes: z.number().int().positive().optional(),
-        maxBufferedBodyBytesPerAccount: z.number().int().positive().optional(),
-        bodyMinBytesPerSecond: z.number().int().min(0).optional(),
-        bodyRateWindowMs: z.number().int().positive().optional(),
-        maxJsonDepth: z.number().int().min(2).max(1000).optional(),
-        maxConnectionsPerAddress: z.number().int().min(0).optional(),
+          .optional()
+          .describe('Largest JSON body (413 above).'),
+        shutdownGraceMs: z
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .describe('How long in-flight requests and streams get to finish after SIGTERM or SIGINT.'),
+        logLevel: z
+          .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+          .optional()
+          .describe('pino log level (`silent` turns logs off).'),
+        keepAliveTimeoutMs: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('How long an idle keep-alive client connection stays open.'),
+        requestTimeoutMs: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('Longest time to receive a whole request, body included (408 after it).'),
+        headersTimeoutMs: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe(
+            "Longest time to receive a request's headers (408 after it); at most `requestTimeoutMs`.",
+          ),
+        bodyIdleTimeoutMs: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('Longest silence while a request body is still arriving (408 after it).'),
+        maxBufferedBodyBytes: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe(
+            'Bytes of unfinished JSON bodies held across all connections; past it new bytes are refused (503 `server_busy`).',
+          ),
+        maxBufferedBodyBytesPerAccount: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe(
+            'The most of `maxBufferedBodyBytes` one account may hold (429 past it); a quarter of it, at least `bodyLimitBytes`, when unset.',
+          ),
+        bodyMinBytesPerSecond: z
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .describe('Slowest a request body may arrive over `bodyRateWindowMs` (408 below it); 0: no floor.'),
+        bodyRateWindowMs: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('The window of the body rate floor, and the grace before it is first checked.'),
+        maxJsonDepth: z
+          .number()
+          .int()
+          .min(2)
+          .max(1000)
+          .optional()
+          .describe('Deepest nesting of objects and arrays a JSON body may have (400 `too_deep` past it).'),
+        maxConnectionsPerAddress: z
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .describe(
+            'Open connections one client address may hold; past it a new one is closed unread. 0: no limit (leave it so behind a reverse proxy).',
+          ),
         cors: z
           .object({
             /** Exact origins (`https://app.example.com`) or `*`. */
-            allowedOrigins: z.array(
-              z.string().refine(isOriginOrStar, 'must be * or an origin such as https://app.example.com'),
-            ),
+            allowedOrigins: z
+              .array(
+                z.string().refine(isOriginOrStar, 'must be * or an origin such as https://app.example.com'),
+              )
+              .describe(
+                'Exact origins (`https://app.example.com`) or `*` allowed to call the API from a browser.',
+              ),
           })
           .strict()
-          .optional(),
+          .optional()
+          .describe('Browser access to `/v1` and `/routed/v1`; off while `allowedOrigins` is empty.'),
       })
       .strict()
       .refine(
@@ -512,82 +792,290 @@ const fileSchema = z
           s.headersTimeoutMs <= (s.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS),
         { message: 'headersTimeoutMs must not be above requestTimeoutMs', path: ['headersTimeoutMs'] },
       )
-      .default({}),
+      .default({})
+      .describe('The HTTP server and the limits on clients.'),
     limits: z
       .object({
-        reservationTtlMs: z.number().int().positive().optional(),
-        defaultMaxOutputTokens: z.number().int().positive().optional(),
-        rateLimits: rateLimitsSchema.optional(),
+        reservationTtlMs: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe(
+            'How long a reservation holds credits if its request never settles it (a crash); renewed while the request runs.',
+          ),
+        defaultMaxOutputTokens: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe(
+            'Output bound used for the reservation, and sent upstream, when neither the client nor the model gives one.',
+          ),
+        rateLimits: rateLimitsSchema
+          .optional()
+          .describe('Rate limits of accounts that set none of their own.'),
       })
       .strict()
-      .default({}),
-    providers: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/), providerSchema).default({}),
-    models: z.array(modelSchema).default([]),
-    accounts: z.array(accountSchema).default([]),
+      .default({})
+      .describe('Credit reservations and rate limits.'),
+    providers: z
+      .record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/), providerSchema)
+      .default({})
+      .describe('Providers by name: OpenAI-compatible servers, Anthropic, Gemini, Replicate, the mock.'),
+    models: z.array(modelSchema).default([]).describe('Models besides (or replacing) the built-in ones.'),
+    accounts: z
+      .array(accountSchema)
+      .default([])
+      .describe(
+        'Accounts applied at every start: created when missing, the fields given applied when changed.',
+      ),
     files: z
       .object({
-        dir: z.string().min(1).optional(),
-        maxFileBytes: z.number().int().positive().optional(),
-        maxFilesPerAccount: z.number().int().positive().optional(),
-        maxBytesPerAccount: z.number().int().positive().optional(),
-        maxInlineBytesPerRequest: z.number().int().positive().optional(),
-        orphanGraceMs: z.number().int().min(60_000).optional(),
+        dir: z
+          .string()
+          .min(1)
+          .optional()
+          .describe('Directory of uploaded files (created on the first upload).'),
+        maxFileBytes: z.number().int().positive().optional().describe('Largest single upload (413 above).'),
+        maxFilesPerAccount: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('Files one account may keep (400 `file_limit_exceeded` past it).'),
+        maxBytesPerAccount: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('Bytes one account may keep (413 past it).'),
+        maxInlineBytesPerRequest: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('Most file bytes inlined into one chat request by file references (413 above).'),
+        orphanGraceMs: z
+          .number()
+          .int()
+          .min(60_000)
+          .optional()
+          .describe(
+            'Stored bytes no record points at are removed once older than this (a crash mid-upload).',
+          ),
       })
       .strict()
-      .default({}),
+      .default({})
+      .describe('Uploaded files.'),
     database: z
       .object({
-        url: z.string().min(1).optional(),
-        retentionDays: z.number().positive().max(1_000_000).optional(),
-        poolSize: z.number().int().min(1).max(1000).optional(),
-        timeoutMs: z.number().int().min(100).max(600_000).optional(),
-        readyTimeoutMs: z.number().int().min(100).max(600_000).optional(),
+        url: z
+          .string()
+          .min(1)
+          .optional()
+          .describe(
+            '`memory`, `sqlite:<path>` (or a path ending `.db`, `.sqlite`, `.sqlite3`) or `postgres://…`; `sqlite:./data/junction.db` when unset.',
+          ),
+        retentionDays: z
+          .number()
+          .positive()
+          .max(1_000_000)
+          .optional()
+          .describe(
+            'Generation records (and stored Responses answers) older than this are deleted; kept forever when unset.',
+          ),
+        poolSize: z
+          .number()
+          .int()
+          .min(1)
+          .max(1000)
+          .optional()
+          .describe('PostgreSQL: connections per gateway process (10 when unset).'),
+        timeoutMs: z
+          .number()
+          .int()
+          .min(100)
+          .max(600_000)
+          .optional()
+          .describe(
+            'SQLite: how long a call waits for the database thread before failing with 503 `store_unavailable`.',
+          ),
+        readyTimeoutMs: z
+          .number()
+          .int()
+          .min(100)
+          .max(600_000)
+          .optional()
+          .describe('How long `/readyz` waits for the store to answer before failing (503).'),
       })
       .strict()
-      .default({}),
-    routing: routingSchema.prefault({}),
+      .default({})
+      .describe('Where the state lives and how it is kept.'),
+    routing: routingSchema.prefault({}).describe('Retries, circuit breaking and latency tracking.'),
     predictions: z
       .object({
-        maxTaskMs: timeoutMs.optional(),
-        pollIntervalMs: z.number().int().min(10).max(600_000).optional(),
-        maxPollIntervalMs: z.number().int().min(10).max(3_600_000).optional(),
-        leaseMs: z.number().int().min(1000).max(3_600_000).optional(),
-        concurrency: z.number().int().min(1).max(1000).optional(),
-        accountConcurrency: z.number().int().min(1).max(1000).optional(),
-        outputsDir: z.string().min(1).optional(),
-        outputRetentionMs: z.number().int().min(60_000).optional(),
+        maxTaskMs: timeoutMs
+          .optional()
+          .describe('A task still processing this long after creation fails with `timeout`.'),
+        pollIntervalMs: z
+          .number()
+          .int()
+          .min(10)
+          .max(600_000)
+          .optional()
+          .describe(
+            'First wait between two polls of an upstream job; doubled each poll up to `maxPollIntervalMs`.',
+          ),
+        maxPollIntervalMs: z
+          .number()
+          .int()
+          .min(10)
+          .max(3_600_000)
+          .optional()
+          .describe('Longest wait between two polls of an upstream job.'),
+        leaseMs: z
+          .number()
+          .int()
+          .min(1000)
+          .max(3_600_000)
+          .optional()
+          .describe(
+            'How long an instance holds a task (or a webhook delivery) it works on before another may take it.',
+          ),
+        concurrency: z
+          .number()
+          .int()
+          .min(1)
+          .max(1000)
+          .optional()
+          .describe('Tasks one instance works on at once.'),
+        accountConcurrency: z
+          .number()
+          .int()
+          .min(1)
+          .max(1000)
+          .optional()
+          .describe(
+            'Of those, at most this many of one account; a quarter of `concurrency` (at least 1) when unset.',
+          ),
+        outputsDir: z
+          .string()
+          .min(1)
+          .optional()
+          .describe('Where generated images, videos and audio are kept.'),
+        outputRetentionMs: z
+          .number()
+          .int()
+          .min(60_000)
+          .optional()
+          .describe('Outputs (bytes and their URLs) are deleted this long after the task ended.'),
         outputUrlTtlMs: z
           .number()
           .int()
           .min(1000)
           .max(365 * 86_400_000)
-          .optional(),
+          .optional()
+          .describe('Lifetime of a signed output URL handed out by a lookup or a webhook.'),
         maxOutputBytes: z
           .number()
           .int()
           .positive()
           .max(2 * 1024 ** 3)
-          .optional(),
-        outputSigningKey: z.string().min(32, 'must be at least 32 characters').optional(),
-        publicUrl: z.url({ protocol: /^https?$/ }).optional(),
-        mockDelayMs: z.number().int().min(0).max(600_000).optional(),
-        ffmpegPath: z.string().min(1).optional(),
-        taskRetentionMs: z.number().int().min(60_000).optional(),
+          .optional()
+          .describe('Largest output file accepted from an upstream.'),
+        outputSigningKey: z
+          .string()
+          .min(32, 'must be at least 32 characters')
+          .optional()
+          .describe(
+            'Signs output URLs; when unset, one is generated and kept in the store (shared by every instance).',
+          ),
+        publicUrl: z
+          .url({ protocol: /^https?$/ })
+          .optional()
+          .describe(
+            "Origin put in output URLs (`https://gateway.example.com`); the creating request's own host when unset.",
+          ),
+        mockDelayMs: z
+          .number()
+          .int()
+          .min(0)
+          .max(600_000)
+          .optional()
+          .describe('How long a mock prediction takes, unless its prompt says `[mock:delay=<ms>]`.'),
+        ffmpegPath: z
+          .string()
+          .min(1)
+          .optional()
+          .describe(
+            "The ffmpeg executable that encodes speech to MP3 and Ogg Opus and renders the mock's video.",
+          ),
+        taskRetentionMs: z
+          .number()
+          .int()
+          .min(60_000)
+          .optional()
+          .describe('Finished tasks are deleted this long after they ended (never before their outputs).'),
         webhooks: z
           .object({
-            schedule: z.array(z.number().int().min(0).max(86_400_000)).min(1).max(50).optional(),
-            maxAttempts: z.number().int().min(1).max(100).optional(),
-            timeoutMs: z.number().int().min(100).max(300_000).optional(),
-            allowHttp: z.boolean().optional(),
-            allowedHosts: z.array(z.string().min(1).max(253)).max(100).optional(),
-            concurrency: z.number().int().min(1).max(1000).optional(),
-            accountConcurrency: z.number().int().min(1).max(1000).optional(),
+            schedule: z
+              .array(z.number().int().min(0).max(86_400_000))
+              .min(1)
+              .max(50)
+              .optional()
+              .describe('Waits before each retry (ms), with ±20 % jitter; the last one repeats.'),
+            maxAttempts: z
+              .number()
+              .int()
+              .min(1)
+              .max(100)
+              .optional()
+              .describe(
+                "Deliveries of one event at most (the first plus retries); the schedule's length + 1 when unset.",
+              ),
+            timeoutMs: z
+              .number()
+              .int()
+              .min(100)
+              .max(300_000)
+              .optional()
+              .describe(
+                'One delivery attempt: connect, headers and body; at most half of `predictions.leaseMs`.',
+              ),
+            allowHttp: z
+              .boolean()
+              .optional()
+              .describe('Local development and tests only: accept `http://` webhook URLs.'),
+            allowedHosts: z
+              .array(z.string().min(1).max(253))
+              .max(100)
+              .optional()
+              .describe('Local development and tests only: hosts exempt from the private-address check.'),
+            concurrency: z
+              .number()
+              .int()
+              .min(1)
+              .max(1000)
+              .optional()
+              .describe('Deliveries one instance sends at once.'),
+            accountConcurrency: z
+              .number()
+              .int()
+              .min(1)
+              .max(1000)
+              .optional()
+              .describe(
+                'Of those, at most this many to one account; a quarter of `concurrency` (at least 1) when unset.',
+              ),
           })
           .strict()
-          .default({}),
+          .default({})
+          .describe('Webhook deliveries.'),
       })
       .strict()
-      .default({ webhooks: {} }),
+      .default({ webhooks: {} })
+      .describe('Asynchronous predictions: how tasks run, where their outputs live, how webhooks go out.'),
   })
   .strict()
 
@@ -611,26 +1099,92 @@ export class ConfigError extends Error {
   }
 }
 
-const envSchema = z.object({
-  NODE_ENV: z.string().optional(),
-  PORT: z.coerce.number().int().min(0).max(65535).optional(),
-  HOST: z.string().min(1).optional(),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
-  GATEWAY_CONFIG: z.string().min(1).optional(),
-  GATEWAY_BODY_LIMIT_BYTES: z.coerce.number().int().positive().optional(),
-  GATEWAY_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).optional(),
-  MOCK_LATENCY_MS: z.coerce.number().int().min(0).max(600_000).optional(),
-  GATEWAY_FILES_DIR: z.string().min(1).optional(),
-  GATEWAY_MAX_FILE_BYTES: z.coerce.number().int().positive().optional(),
-  GATEWAY_MAX_FILES_PER_ACCOUNT: z.coerce.number().int().positive().optional(),
-  GATEWAY_MAX_FILE_BYTES_PER_ACCOUNT: z.coerce.number().int().positive().optional(),
-  GATEWAY_MAX_INLINE_FILE_BYTES: z.coerce.number().int().positive().optional(),
-  GATEWAY_ADMIN_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
-  GATEWAY_DATABASE_URL: z.string().min(1).optional(),
-  GATEWAY_OUTPUTS_DIR: z.string().min(1).optional(),
-  GATEWAY_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
-  GATEWAY_OUTPUT_SIGNING_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
-  MOCK_TASK_DELAY_MS: z.coerce.number().int().min(0).max(600_000).optional(),
+export const envSchema = z.object({
+  NODE_ENV: z
+    .string()
+    .optional()
+    .describe(
+      '`production` refuses to start without accounts (no `sk-dev`); `test` and anything else run as development.',
+    ),
+  PORT: z.coerce.number().int().min(0).max(65535).optional().describe('Port to listen on.'),
+  HOST: z.string().min(1).optional().describe('Address to listen on.'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .optional()
+    .describe('pino log level.'),
+  GATEWAY_CONFIG: z.string().min(1).optional().describe('Path of the JSON config file.'),
+  GATEWAY_BODY_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('Largest JSON body (413 above).'),
+  GATEWAY_SHUTDOWN_GRACE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe('How long in-flight requests and streams get after SIGTERM or SIGINT.'),
+  MOCK_LATENCY_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(600_000)
+    .optional()
+    .describe('Delay before each answer of the mock provider (its chunks spaced a tenth of it).'),
+  GATEWAY_FILES_DIR: z.string().min(1).optional().describe('Directory of uploaded files.'),
+  GATEWAY_MAX_FILE_BYTES: z.coerce.number().int().positive().optional().describe('Largest single upload.'),
+  GATEWAY_MAX_FILES_PER_ACCOUNT: z.coerce
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('Files one account may keep.'),
+  GATEWAY_MAX_FILE_BYTES_PER_ACCOUNT: z.coerce
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('Bytes one account may keep.'),
+  GATEWAY_MAX_INLINE_FILE_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('Most file bytes inlined into one chat request.'),
+  GATEWAY_ADMIN_KEY: z
+    .string()
+    .min(16, 'must be at least 16 characters')
+    .optional()
+    .describe('Enables the admin API (`/admin`) and `/metrics`, and is their bearer key; read at start.'),
+  GATEWAY_DATABASE_URL: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Where state is kept: `memory`, `sqlite:<path>` or `postgres://…`.'),
+  GATEWAY_OUTPUTS_DIR: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Where prediction outputs are kept (a directory every instance reads).'),
+  GATEWAY_PUBLIC_URL: z
+    .url({ protocol: /^https?$/ })
+    .optional()
+    .describe("Origin put in output URLs; the request's own host when unset."),
+  GATEWAY_OUTPUT_SIGNING_KEY: z
+    .string()
+    .min(32, 'must be at least 32 characters')
+    .optional()
+    .describe(
+      'Key signing output URLs (at least 32 characters); generated and kept in the store when unset.',
+    ),
+  MOCK_TASK_DELAY_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(600_000)
+    .optional()
+    .describe('How long a mock prediction takes.'),
 })
 
 /** Every environment variable the gateway reads itself (provider presets add their key and base URL). */

@@ -109,7 +109,7 @@ function toFields(settings: Record<string, unknown>): Record<string, unknown> {
 }
 
 /**
- * Accounts of the config file enter the store at start-up. The rule (docs/storage.md): a new account is
+ * Accounts of the config file enter the store at start-up. The rule (docs/operators/accounts-and-billing.md): a new account is
  * created with the file's credits as its opening balance and its settings (defaults for those it
  * leaves out); for an existing one, only the fields the file sets (name, discount, each model's
  * discount, each rate limit) are applied, and each only when the file's value changed since the last

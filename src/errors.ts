@@ -1,6 +1,6 @@
 import { ZodError, type core } from 'zod'
 
-/** The error types of decisions.md's envelope. */
+/** The error types of the envelope (docs/design/decisions.md). */
 export type ErrorType =
   | 'invalid_request_error'
   | 'authentication_error'
@@ -15,7 +15,8 @@ export type ErrorType =
 
 /**
  * Every error code the gateway sends, with its status and type: a code is chosen at the throw site,
- * status and type follow from it (decisions.md's table), so the same code never answers two ways.
+ * status and type follow from it, so the same code never answers two ways. `errorWhen` below says when
+ * each happens.
  */
 export const errorCatalogue = {
   invalid_value: { status: 400, type: 'invalid_request_error' },
@@ -79,6 +80,83 @@ export const errorCatalogue = {
 } as const satisfies Record<string, { status: number; type: ErrorType }>
 
 export type ErrorCode = keyof typeof errorCatalogue
+
+/**
+ * When each code is sent: the text of the error reference (docs/reference/errors.md, written by
+ * `npm run docs`). A code without one does not compile.
+ */
+export const errorWhen: Record<ErrorCode, string> = {
+  invalid_value:
+    'A field breaks a rule of the API (`param` names its path, e.g. `messages[0].role`), or a body is malformed in another way.',
+  missing_field: 'A required field is absent (`param` names it).',
+  unsupported_parameter:
+    "A field or value the gateway does not serve: `n` other than 1, an unknown field where none are allowed, a feature the model's provider cannot take.",
+  invalid_json: 'The body is not valid JSON, or is empty with `content-type: application/json`.',
+  invalid_request: 'The HTTP request itself is malformed (a bad URL, a header or framing Node refuses).',
+  too_deep:
+    'A JSON body nests objects and arrays deeper than `server.maxJsonDepth` (`param` names the place).',
+  file_limit_exceeded:
+    "An upload would pass the account's file count, or a multipart body passes its part limits.",
+  upstream_invalid_request:
+    "The provider refused the request as the client's fault; its message is kept, secrets removed.",
+  missing_api_key: 'No `Authorization: Bearer` (or `x-api-key`) header.',
+  invalid_api_key: 'The key is unknown, revoked, or longer than 512 characters.',
+  key_disabled:
+    'The key was disabled by its account (`PATCH /v1/keys/{hash}` with `disabled: true`) or the operator.',
+  key_expired: "The key's `expires_at` has passed.",
+  key_limit_exceeded:
+    "The key's spending limit (`limit`, in its current `limit_reset` window) has nothing left; nothing was sent upstream.",
+  model_not_allowed: "The key's `allowed_models` do not include the requested model (the message names it).",
+  management_key_not_allowed:
+    'A management key called a model or another route it may not use; it only manages keys and reads usage.',
+  management_key_required: 'The key API (`/v1/keys`, `/v1/notices`) was called with an inference key.',
+  too_many_keys: 'The account already has 1000 keys.',
+  invalid_admin_key: 'A call to `/admin` or `/metrics` without the admin key.',
+  insufficient_credits:
+    'The balance minus the open reservations is not above zero; nothing is sent upstream.',
+  invalid_signature:
+    "An output URL (`/v1/outputs/…`) whose signature is not the gateway's (a changed id, expiry or signature).",
+  url_expired: 'An output URL whose time is up.',
+  origin_not_allowed:
+    'A CORS preflight from an origin, or with a method or header, that `server.cors` does not allow.',
+  route_not_found:
+    'No route has this path (the admin API and `/metrics` have none without `GATEWAY_ADMIN_KEY`).',
+  model_not_found:
+    'An unknown model slug or alias, or a `provider.fallback` or `available_models` entry that names none.',
+  file_not_found: "An unknown file id, or another account's.",
+  generation_not_found: "An unknown generation id, or another account's (also once retention deleted it).",
+  prediction_not_found: "An unknown prediction id, or another account's.",
+  response_not_found: "An unknown stored Responses id, or another account's.",
+  output_not_found: 'An output deleted after its retention, or never made.',
+  account_not_found: 'An admin call naming an account that does not exist.',
+  key_not_found: 'An admin call naming a key the account does not have.',
+  method_not_allowed:
+    'A known path asked with another method; the `Allow` header lists the methods it takes.',
+  request_timeout:
+    'Headers, body or the whole request arrived too slowly (`server.*TimeoutMs`, `bodyMinBytesPerSecond`); the connection is closed.',
+  invalid_state: "An action the object's state does not allow, such as cancelling a finished prediction.",
+  account_exists: 'Creating an account whose id exists.',
+  idempotency_key_reused: 'An `Idempotency-Key` reused with another body.',
+  payload_too_large:
+    'A body over `server.bodyLimitBytes`, an upload over its file or account limits, or inlined file bytes over theirs.',
+  uri_too_long: 'A path parameter (an id) over 100 characters.',
+  unsupported_media_type: 'A body that is not `application/json` (or `multipart/form-data` for uploads).',
+  range_not_satisfiable:
+    'A byte range of an output that starts past its end; `Content-Range: bytes */<size>` says the size.',
+  headers_too_large: 'Request headers over 16 KiB.',
+  rate_limit_exceeded:
+    "The account's own limit (`X-RateLimit-Scope: account-requests`, `account-tokens` or `account-bodies`) or the upstream's after retries (`upstream`); `Retry-After` says when to retry.",
+  internal_error: 'A bug: the details are logged, not sent.',
+  upstream_error:
+    'The upstream failed after retries and fallbacks: a 5xx, a refused gateway key, a malformed or out-of-order answer.',
+  no_available_provider:
+    'No enabled provider serves the model, or every deployment is out of rotation (circuit breakers); `Retry-After: 1`.',
+  shutting_down: 'The instance is draining after SIGTERM; the connection is closed, retry on another.',
+  server_busy:
+    'Too many request body bytes are held at once (`server.maxBufferedBodyBytes`); `Retry-After: 1`.',
+  store_unavailable: "The database does not answer or fails, or an answer's charge could not be committed.",
+  upstream_timeout: 'An upstream connect, first-byte, idle or total timeout, after retries.',
+}
 
 export interface GatewayErrorOptions {
   param?: string | null

@@ -1,6 +1,6 @@
 import { randomFillSync } from 'node:crypto'
 
-// decisions.md identifiers: crypto random, never sequential.
+// docs/design/decisions.md identifiers: crypto random, never sequential.
 
 export interface Ids {
   generation(): string

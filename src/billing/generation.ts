@@ -1,7 +1,7 @@
 import type { GenerationRecord } from '../store/types.ts'
 import { fromPpm, toUsd } from './money.ts'
 
-/** A generation record as `GET /v1/generation` shows it (interface.md + decisions.md fields). */
+/** A generation record as `GET /v1/generation` shows it (docs/design/api-contract.md + docs/design/decisions.md fields). */
 export function toGenerationBody(r: GenerationRecord) {
   return {
     api: r.api,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { FilePurpose, StoredFile } from '../store/files.ts'
 
-/** The File object of interface.md. */
+/** The File object of docs/design/api-contract.md. */
 export interface FileObject {
   id: string
   object: 'file'
@@ -12,7 +12,7 @@ export interface FileObject {
   status: 'processed'
 }
 
-/** decisions.md: `file-` + 24 crypto-random url-safe characters (144 bits). */
+/** docs/design/decisions.md: `file-` + 24 crypto-random url-safe characters (144 bits). */
 export function newFileId(): string {
   return `file-${randomBytes(18).toString('base64url')}`
 }

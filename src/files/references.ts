@@ -5,7 +5,7 @@ import { sniffImageType } from './content-type.ts'
 import { fileIdPattern } from './file-object.ts'
 import { StorageObjectNotFoundError, type FileStorage } from './storage.ts'
 
-// decisions.md, chat file references: `{"type":"file","file":{"file_id":"file-…"}}` and an
+// docs/design/decisions.md, chat file references: `{"type":"file","file":{"file_id":"file-…"}}` and an
 // `image_url.url` that is a `file-…` id name the caller's own uploads. Upstreams do not know our ids,
 // so the content is inlined the way the OpenAI chat API takes it: a file part with `file_data` as a
 // base64 data URL (https://platform.openai.com/docs/guides/pdf-files), an image part with a data URL.

@@ -2,7 +2,7 @@ import { lookup as dnsLookup } from 'node:dns/promises'
 import { isIP } from 'node:net'
 import { GatewayError } from '../errors.ts'
 
-// SSRF rules of decisions.md ("Webhooks"): a URL the gateway fetches on a client's behalf (webhooks,
+// SSRF rules of docs/design/decisions.md ("Webhooks"): a URL the gateway fetches on a client's behalf (webhooks,
 // media inputs) must be https and must not reach the gateway's own host, its network or a cloud
 // metadata service. The address check runs on every IP the name resolves to, and safe-fetch.ts then
 // connects to the checked IP itself, so a name that changes its answer in between gains nothing.

@@ -106,7 +106,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
   const { model } = route
   const candidates = allowedCandidates(route.candidates, model.slug, input.key)
   input.onRouted?.(candidates)
-  // The caller's file ids in the messages become the files' content, inline (decisions.md).
+  // The caller's file ids in the messages become the files' content, inline (docs/design/decisions.md).
   const resolved = await resolveFileReferences(req, {
     accountId: input.account.id,
     files: deps.store.files,

@@ -118,7 +118,7 @@ const BARE_NAMES = new Set(['openai', 'anthropic'])
 const catalogue: readonly CatalogueModel[] = [
   chat('mock', 'chat'),
   embedding('mock', 'embed'),
-  // The mock's media models: one per input family, real PNG, MP4 and audio bytes (docs/predictions.md).
+  // The mock's media models: one per input family, real PNG, MP4 and audio bytes (docs/clients/predictions.md).
   media('mock', 'image', 'image'),
   media('mock', 'video', 'video'),
   media('mock', 'speech', 'speech'),
@@ -159,7 +159,7 @@ const catalogue: readonly CatalogueModel[] = [
   chat('google', 'gemini-2.5-flash-lite'),
   embedding('google', 'gemini-embedding-001'),
   embedding('google', 'text-embedding-004'),
-  // The speech model of interface.md: its 30 voices are Gemini's prebuilt voices.
+  // The speech model of docs/design/api-contract.md: its 30 voices are Gemini's prebuilt voices.
   media('google', 'gemini-2.5-flash-preview-tts', 'speech'),
   media('google', 'gemini-2.5-pro-preview-tts', 'speech'),
   // Video model A (4/6/8 s, 720P–4K, first/last frame, references, audio): Veo 3.1.

@@ -3,7 +3,7 @@ import type { Logger } from '../logger.ts'
 import type { ChatRequest, ReasoningDetail } from '../schemas/chat.ts'
 import type { EmbeddingsRequest } from '../schemas/embeddings.ts'
 
-// Junction's own shapes: the OpenAI chat-completions contract of interface.md. Adapters translate
+// Junction's own shapes: the OpenAI chat-completions contract of docs/design/api-contract.md. Adapters translate
 // their upstream protocol to and from these; routes never see a provider's wire format.
 
 // Request types are the zod schemas' output (schemas/), re-exported here so every importer keeps one

@@ -15,14 +15,14 @@ import { isWebhookSecret } from '../tasks/webhook-signing.ts'
 // The operator's API: accounts, keys, credits, discounts, rate limits and generations, changed
 // while the gateway runs. Protected by GATEWAY_ADMIN_KEY and absent when that is unset.
 
-const rateLimitsBody = z
+export const rateLimitsBody = z
   .object({
     requests_per_minute: z.number().int().positive().nullable().optional(),
     tokens_per_minute: z.number().int().positive().nullable().optional(),
   })
   .strict()
 
-const createAccountBody = z
+export const createAccountBody = z
   .object({
     id: z
       .string()
@@ -36,9 +36,9 @@ const createAccountBody = z
     overdraft_usd: overdraftSchema.optional(),
   })
   .strict()
-const overdraftBody = z.object({ overdraft_usd: overdraftSchema }).strict()
+export const overdraftBody = z.object({ overdraft_usd: overdraftSchema }).strict()
 
-const creditsBody = z
+export const creditsBody = z
   .object({
     // Credits are only added: a negative amount would let an operator's typo take an account below zero.
     // Rounded to the picodollar (1e-12 USD), the ledger's unit: an amount that rounds to zero is refused.
@@ -49,7 +49,7 @@ const creditsBody = z
       .refine((m) => m > 0n, 'must be at least one picodollar, 1e-12 (credits are only added)'),
   })
   .strict()
-const webhookSecretBody = z
+export const webhookSecretBody = z
   .object({
     secret: z
       .string()
@@ -58,10 +58,10 @@ const webhookSecretBody = z
   })
   .strict()
 
-const discountBody = z
+export const discountBody = z
   .object({ discount_percent: rate.nullable(), model: z.string().min(1).optional() })
   .strict()
-const pageQuery = z.object({
+export const pageQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(50),
   before: z.string().min(1).max(200).optional(),
   /** Only the records made with this key (its hash). */

@@ -10,7 +10,7 @@ import { owned } from '../owned.ts'
 import { parseQuery } from '../schemas/query.ts'
 import { FILE_PURPOSES, type StoredFile } from '../store/files.ts'
 
-// decisions.md, Files: upload (multipart, streamed to storage: files/upload.ts), list newest first,
+// docs/design/decisions.md, Files: upload (multipart, streamed to storage: files/upload.ts), list newest first,
 // retrieve, content, delete. Every lookup is by the caller's account: another account's id is a 404,
 // never a 403.
 

@@ -17,7 +17,7 @@ export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { de
         created,
         owned_by: d?.provider ?? m.slug.split('/')[0],
         type: m.type,
-        // Media models: the input rules their predictions follow (docs/predictions.md).
+        // Media models: the input rules their predictions follow (docs/clients/predictions.md).
         ...(m.family ? { input_family: m.family } : {}),
         pricing: d?.priced ? toPricing(d.price.table) : null,
         ...(m.aliases?.length ? { aliases: m.aliases } : {}),

@@ -7,7 +7,7 @@ import { parseRange, type RangeRequest } from '../http/range.ts'
 import { parseQuery } from '../schemas/query.ts'
 import { checkOutputSignature, extensionFor } from '../tasks/outputs.ts'
 
-// GET /v1/outputs/{id}?expires=…&signature=… (decisions.md, Predictions): the hosted result of a
+// GET /v1/outputs/{id}?expires=…&signature=… (docs/design/decisions.md, Predictions): the hosted result of a
 // prediction. No bearer header: the signature is the authorisation, so the URL can be handed to a
 // browser or another service. A tampered or foreign signature and an expired URL are 403; an output
 // deleted after its retention is 404.

@@ -35,13 +35,13 @@ export interface Route {
 export type { RoutingType }
 export type PrimaryFactor = 'cost' | 'speed' | 'quality'
 
-/** interface.md's `provider` extension. */
+/** docs/design/api-contract.md's `provider` extension. */
 export interface ProviderRouting {
   routing: { type: RoutingType; primary_factor?: PrimaryFactor; providers: string[] }
   fallback?: string
 }
 
-/** interface.md's `model_routing_config` extension. */
+/** docs/design/api-contract.md's `model_routing_config` extension. */
 export interface ModelRoutingConfig {
   available_models: string[]
   preference?: string

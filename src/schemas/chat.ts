@@ -1,8 +1,8 @@
 import { z } from 'zod'
 import { fromZodError, invalidRequest } from '../errors.ts'
 
-// The chat completion request of interface.md ("Chat completion request" and "Message" tables) and
-// decisions.md. Objects are loose: unknown fields are kept because they are forwarded to upstreams.
+// The chat completion request of docs/design/api-contract.md ("Chat completion request" and "Message" tables) and
+// docs/design/decisions.md. Objects are loose: unknown fields are kept because they are forwarded to upstreams.
 // Only the first zod issue reaches the client (errors.ts), so its path must name the real culprit.
 // The request types (ChatRequest, ChatMessage, ContentPart, Tool, …) are the schemas' output types,
 // exported at the end of this file; providers/types.ts re-exports them.
@@ -92,7 +92,7 @@ const textPartSchema = z.looseObject({ type: z.literal('text'), text: z.string()
 
 const imagePartSchema = z.looseObject({
   type: z.literal('image_url'),
-  // `url` may also be a `file-…` id of the caller's own file (decisions.md).
+  // `url` may also be a `file-…` id of the caller's own file (docs/design/decisions.md).
   image_url: z.looseObject({ url: z.string().min(1), detail: z.string().optional() }),
 })
 
@@ -359,7 +359,7 @@ const maxTokensSchema = z.number().int().positive().nullable().optional()
 
 const penaltySchema = z.number().min(-2).max(2).optional()
 
-/** 1..128 is the OpenAI schema; only 1 is served (decisions.md), so 2..128 is unsupported, not invalid. */
+/** 1..128 is the OpenAI schema; only 1 is served (docs/design/decisions.md), so 2..128 is unsupported, not invalid. */
 const nSchema = z
   .number()
   .int()
@@ -425,7 +425,7 @@ export const chatRequestSchema = z
   })
 
 /**
- * How many of each repeated thing one chat request may hold (docs/api.md, Limits). Far above real use
+ * How many of each repeated thing one chat request may hold (docs/clients/chat.md, request caps). Far above real use
  * (OpenAI documents 128 tools and 16 metadata pairs), they bound the work one request costs: zod
  * checks an array's length only after every item, so these are checked first, by length alone.
  * Objects of more than 10 000 keys anywhere were refused when the body was parsed (http/json-body.ts).

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { modelSlugSchema, parseRequestBody, pickedUnion } from './chat.ts'
 
-// The embeddings request of interface.md with the OpenAI names of decisions.md. Unknown fields are
+// The embeddings request of docs/design/api-contract.md with the OpenAI names of docs/design/decisions.md. Unknown fields are
 // kept: every client field is forwarded unchanged.
 
 /** OpenAI's limit on inputs per request. */

@@ -3,7 +3,7 @@ import { fromZodError } from '../errors.ts'
 import type { MediaFamily, MediaInput, MediaKind } from '../providers/async-media/types.ts'
 import { parseRequestBody } from './chat.ts'
 
-// POST /v1/predictions: the body, and one input schema per model family (interface.md: the generic
+// POST /v1/predictions: the body, and one input schema per model family (docs/design/api-contract.md: the generic
 // image and video inputs, the speech model, video models A, B and C). A family's catalogue entry
 // (routing/model-table.ts) says which schema a model's input follows. Every rule is checked before
 // anything reaches an upstream; a violation is a 400 whose `param` is `input.<field>`.
@@ -178,7 +178,7 @@ export const predictionRequestSchema = z.strictObject({
   model: z.string().min(1).max(256),
   input: z.record(z.string(), z.unknown()),
   webhook: z.string().max(MAX_URL_LENGTH).optional(),
-  /** decisions.md: optional; the model's catalogue entry decides when absent. */
+  /** docs/design/decisions.md: optional; the model's catalogue entry decides when absent. */
   function: z.enum(['image', 'video', 'audio']).optional(),
 })
 

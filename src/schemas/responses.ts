@@ -13,9 +13,9 @@ import {
 // Unlike chat completions nothing is forwarded as it is: the request is translated into a chat request
 // (dialects/responses/request.ts), so the top level is strict: a field we do not know is a 400 naming it,
 // as OpenAI answers one, never silently dropped. Fields accepted but without effect are listed in
-// IGNORED_FIELDS (and in docs/api.md).
+// IGNORED_FIELDS (and in docs/clients/responses.md).
 
-/** Accepted for SDK compatibility, without effect (documented in docs/api.md). */
+/** Accepted for SDK compatibility, without effect (documented in docs/clients/responses.md). */
 export const IGNORED_FIELDS = [
   'include',
   'truncation',

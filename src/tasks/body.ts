@@ -2,7 +2,7 @@ import { fromPpm, toUsd } from '../billing/money.ts'
 import type { GenerationRecord } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
 
-// The prediction body of `GET /v1/predictions/{id}` (interface.md's Prediction task, decisions.md's
+// The prediction body of `GET /v1/predictions/{id}` (docs/design/api-contract.md's Prediction task, docs/design/decisions.md's
 // Predictions), which is also the webhook's body: a pure function of the task, its generation record
 // and the URL of each output.
 
@@ -39,7 +39,7 @@ export function toPredictionBody(
   }
   if (task.error) data.error = { code: task.error.code, message: task.error.message }
   const body: PredictionBody = { code: '0', data, request_id: requestId }
-  // decisions.md: usage is omitted while processing. A task that ended unbilled shows zeros.
+  // docs/design/decisions.md: usage is omitted while processing. A task that ended unbilled shows zeros.
   if (task.status !== 'processing') {
     body.usage = record
       ? {

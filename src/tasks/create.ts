@@ -83,7 +83,7 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
     return provider?.media ? { ...provider, media: provider.media } : undefined
   }
 
-  // Webhooks and client-given media URLs follow the same address rules (decisions.md, Webhooks).
+  // Webhooks and client-given media URLs follow the same address rules (docs/design/decisions.md, Webhooks).
   const addressPolicy = { allowHttp: p.webhooks.allowHttp, allowedHosts: p.webhooks.allowedHosts }
   const tools: MediaTools = {
     ffmpegPath: p.ffmpegPath,

@@ -5,7 +5,7 @@ import type { FileStorage } from '../files/storage.ts'
 import type { MediaOutput } from '../providers/async-media/types.ts'
 import type { OutputStore, StoredOutput, TaskOutputRef, TaskStore } from '../store/tasks.ts'
 
-// Hosted outputs of predictions (decisions.md, Predictions): the gateway keeps the bytes an upstream
+// Hosted outputs of predictions (docs/design/decisions.md, Predictions): the gateway keeps the bytes an upstream
 // produced and hands out `GET /v1/outputs/{id}?expires=…&signature=…` URLs, signed with HMAC-SHA256 over
 // the id and the expiry, so they work without a bearer header and stop working after expiry. An
 // upstream's own URL (which may carry its credentials, or expire on the upstream's schedule) is never

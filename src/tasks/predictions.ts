@@ -24,7 +24,7 @@ import { outputUrl } from './outputs.ts'
 // first candidate and wakes the runner, which may still move it to the next one while no upstream has
 // accepted it (runner.ts).
 
-/** decisions.md: a repeat with the same Idempotency-Key within 24 h returns the first task. */
+/** docs/design/decisions.md: a repeat with the same Idempotency-Key within 24 h returns the first task. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000
 /** A task's hold outlives its longest run by this, so the runner that ends it still finds it. */
 const HOLD_MARGIN_MS = 10 * 60_000
@@ -39,7 +39,7 @@ export interface PredictionsDeps {
   ids: Ids
   /** Orders a media model's deployments and leaves out those out of rotation (as for chat). */
   router: Pick<Router, 'routeMedia'>
-  /** Refuses (400, param `webhook`) an address the gateway must not call (decisions.md, Webhooks). */
+  /** Refuses (400, param `webhook`) an address the gateway must not call (docs/design/decisions.md, Webhooks). */
   checkWebhook(url: string): Promise<void>
   /** The runner: a new task is due at once. */
   wake(): void

@@ -6,7 +6,7 @@ import type { Logger } from '../logger.ts'
 import type { WebhookDelivery, WebhookStore } from '../store/tasks.ts'
 import { signWebhook } from './webhook-signing.ts'
 
-// Webhook delivery (decisions.md "Webhooks"): at-least-once, Standard Webhooks signed, retried with
+// Webhook delivery (docs/design/decisions.md "Webhooks"): at-least-once, Standard Webhooks signed, retried with
 // backoff and jitter up to `maxAttempts`. A finished task enqueues one delivery in the shared
 // WebhookStore; every instance runs a sender that leases due deliveries, so a delivery whose sender
 // died is taken over once its lease runs out (which may send it twice: receivers dedupe on

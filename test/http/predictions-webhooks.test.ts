@@ -7,7 +7,7 @@ import type { MediaAdapter } from '../../src/providers/async-media/types.ts'
 import { isWebhookSecret } from '../../src/tasks/webhook-signing.ts'
 import { devAuth, startGateway } from '../support/gateway.ts'
 
-// Webhook addresses are checked when the task is created (decisions.md, Webhooks), and each account
+// Webhook addresses are checked when the task is created (docs/design/decisions.md, Webhooks), and each account
 // has a signing secret it can read and an operator can set or rotate.
 
 const dir = mkdtempSync(join(tmpdir(), 'junction-pred-wh-'))

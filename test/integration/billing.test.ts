@@ -235,7 +235,7 @@ describe('admission', () => {
     expect(admitted).toBeGreaterThanOrEqual(20)
     const ledger = await g.deps.store.ledger.credits('tight', Date.now())
     expect(ledger.totalUsage).toBe(actual * BigInt(admitted))
-    // decisions.md: below zero by at most what one request's actual cost exceeded its reservation.
+    // docs/design/decisions.md: below zero by at most what one request's actual cost exceeded its reservation.
     const balance = ledger.totalCredits - ledger.totalUsage
     expect(balance).toBeGreaterThanOrEqual(-(actual > reservation ? actual - reservation : 0n))
     expect(ledger.reserved).toBe(0n)

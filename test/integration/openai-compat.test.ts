@@ -216,7 +216,7 @@ describe('openai-compat upstream: blocking chat', () => {
     const body = {
       ...hello,
       temperature: 0.5,
-      // A field Junction has never heard of: forwarded unchanged (decisions.md, forward compatibility).
+      // A field Junction has never heard of: forwarded unchanged (docs/design/decisions.md, forward compatibility).
       future_knob: { nested: [1, 'two', { three: true }] },
       // Gateway-only extension: never sent upstream.
       provider: { routing: { type: 'priority', providers: ['openai'] } },

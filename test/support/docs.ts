@@ -1,24 +1,62 @@
 import { readFileSync } from 'node:fs'
 
-// The README and the docs/ pages, in the order the README's Documentation list gives them: the tests
-// that check examples, tables and claims look sections up by their `## ` heading in this one text.
+// The README and every docs/ page, in reading order (the README's Documentation list gives the same
+// order). docs-links.test.ts checks that every page in docs/ is here and linked from the README.
 
 export const DOC_PAGES = [
   'README.md',
-  'docs/api.md',
-  'docs/billing.md',
-  'docs/configuration.md',
-  'docs/routing.md',
-  'docs/mock.md',
-  'docs/files.md',
-  'docs/predictions.md',
-  'docs/providers.md',
-  'docs/storage.md',
-  'docs/operations.md',
+  'docs/getting-started.md',
+  'docs/clients/chat.md',
+  'docs/clients/responses.md',
+  'docs/clients/messages.md',
+  'docs/clients/embeddings.md',
+  'docs/clients/files.md',
+  'docs/clients/predictions.md',
+  'docs/clients/webhooks.md',
+  'docs/clients/routing.md',
+  'docs/clients/errors.md',
+  'docs/operators/deploy.md',
+  'docs/operators/production-checklist.md',
+  'docs/operators/configuration.md',
+  'docs/operators/accounts-and-billing.md',
+  'docs/operators/providers.md',
+  'docs/operators/routing.md',
+  'docs/operators/sqlite.md',
+  'docs/operators/postgresql.md',
+  'docs/operators/observability.md',
+  'docs/operators/shutdown.md',
+  'docs/operators/security.md',
+  'docs/reference/configuration.md',
+  'docs/reference/environment.md',
+  'docs/reference/errors.md',
+  'docs/reference/models.md',
+  'docs/reference/metrics.md',
+  'docs/reference/api.md',
+  'docs/design/api-contract.md',
+  'docs/design/decisions.md',
+  'docs/design/billing.md',
+  'docs/design/durability.md',
+  'docs/design/consistency.md',
+  'docs/design/routing.md',
+  'docs/benchmarks.md',
   'docs/development.md',
+  'CHANGELOG.md',
 ] as const
+
+export type DocPage = (typeof DOC_PAGES)[number]
+
+/** One page's text. */
+export function readPage(page: DocPage): string {
+  return readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8')
+}
 
 /** Every page's text, one after the other. */
 export function readDocs(): string {
-  return DOC_PAGES.map((p) => readFileSync(new URL(`../../${p}`, import.meta.url), 'utf8')).join('\n')
+  return DOC_PAGES.map(readPage).join('\n')
+}
+
+/** The fenced blocks of a page whose info string is `lang` (`json`, `sh`, …), in order. */
+export function codeBlocks(text: string, lang: string): string[] {
+  const fence = new RegExp('^```' + lang + '\\n([\\s\\S]*?)^```', 'gm')
+  return [...text.matchAll(fence)].map((m) => m[1] as string)
 }

@@ -51,7 +51,7 @@ export function toStopReason(r: FinishReason | null | undefined): AnthropicStopR
 /**
  * The client's stop sequence that ended the answer, when the upstream names it: Anthropic does
  * (`stop_sequence`), vLLM and the mock do (the choice's `stop_reason`). OpenAI and Gemini answer a
- * stop sequence as a plain stop, so it is not knowable there: the answer says `end_turn` (docs/api.md).
+ * stop sequence as a plain stop, so it is not knowable there: the answer says `end_turn` (docs/clients/messages.md).
  * Only one of the client's own sequences counts (vLLM also names its model's stop strings).
  */
 export function stopOf(

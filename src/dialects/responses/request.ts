@@ -173,7 +173,7 @@ function toChatPart(part: ResponsesInputPart): Record<string, unknown> {
     case 'input_text':
       return { type: 'text', text: p.text }
     case 'input_image':
-      // A file id goes where chat takes one: the image URL (decisions.md).
+      // A file id goes where chat takes one: the image URL (docs/design/decisions.md).
       return {
         type: 'image_url',
         image_url: { url: p.image_url ?? p.file_id, ...(p.detail !== undefined ? { detail: p.detail } : {}) },

@@ -34,7 +34,7 @@ import type {
 import { nativeAnthropicOf } from './wire.ts'
 
 // OpenAI chat request → Anthropic Messages request. Pure: throws a 400 GatewayError for what the
-// client sent that Anthropic cannot do; the provider table in docs/providers.md lists each field's fate.
+// client sent that Anthropic cannot do; the provider table in docs/operators/providers.md lists each field's fate.
 
 /** `format` of the reasoning_details Junction produces for Claude, and restores on the next turn. */
 export const ANTHROPIC_REASONING_FORMAT = 'anthropic-claude-v1'
@@ -126,12 +126,12 @@ export function toAnthropicRequest(req: ChatRequest, upstreamModel: string): Ant
   }
   if (system.length > 0) body.system = system
   if (thinking) {
-    // Anthropic rejects temperature and top_p with extended thinking; dropped (docs/providers.md).
+    // Anthropic rejects temperature and top_p with extended thinking; dropped (docs/operators/providers.md).
     body.thinking = thinking
   } else {
-    // Anthropic's range is 0–1; OpenAI's 0–2. Values above 1 are clamped (docs/providers.md).
+    // Anthropic's range is 0–1; OpenAI's 0–2. Values above 1 are clamped (docs/operators/providers.md).
     if (req.temperature !== undefined) body.temperature = Math.min(req.temperature, 1)
-    // Current Claude models refuse temperature and top_p together; temperature wins (docs/providers.md).
+    // Current Claude models refuse temperature and top_p together; temperature wins (docs/operators/providers.md).
     if (req.top_p !== undefined && req.temperature === undefined) body.top_p = req.top_p
   }
   const stop = typeof req.stop === 'string' ? [req.stop] : (req.stop ?? [])

@@ -15,7 +15,7 @@ export type MediaKind = 'image' | 'video' | 'audio'
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
 
-/** Generic image input (interface.md), defaults applied. */
+/** Generic image input (docs/design/api-contract.md), defaults applied. */
 export interface ImageInput {
   prompt: string
   aspect_ratio?: string
@@ -140,7 +140,7 @@ export interface MediaTools {
   /** Largest output file accepted from an upstream (bytes). */
   maxOutputBytes: number
   /**
-   * Downloads a media URL the client gave (`image_urls`, `first_frame_url`, …) under decisions.md's
+   * Downloads a media URL the client gave (`image_urls`, `first_frame_url`, …) under docs/design/decisions.md's
    * address rules (no loopback, private, link-local or metadata addresses; no redirects), for
    * upstreams that take the bytes rather than the URL. At most `maxOutputBytes`.
    */

@@ -122,7 +122,7 @@ export interface FetchedImages {
 
 /**
  * Video model A's input as a Veo request. `generate_audio` is not sent: Veo 3 on the Gemini API always
- * makes sound, and the parameter exists on Vertex AI only (docs/predictions.md, Prediction providers).
+ * makes sound, and the parameter exists on Vertex AI only (docs/operators/providers.md, Prediction providers).
  */
 export function toVeoRequest(input: VideoAInput, images: FetchedImages): VeoRequest {
   return {

@@ -28,7 +28,7 @@ import {
 // PCM encoded to the asked format) and Veo video (a long-running operation: `submit` starts it, `poll`
 // reads it, and the finished video is downloaded with the key). The key goes in the x-goog-api-key
 // header, never in a URL. Veo's operation is not cancelled upstream: the Gemini API documents no
-// cancel for it, so a cancelled task is only dropped by the gateway (docs/predictions.md, Prediction providers).
+// cancel for it, so a cancelled task is only dropped by the gateway (docs/operators/providers.md, Prediction providers).
 
 function keyHeader(call: MediaCall): Record<string, string> {
   return call.upstream.apiKey ? { 'x-goog-api-key': call.upstream.apiKey } : {}

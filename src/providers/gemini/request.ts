@@ -33,7 +33,7 @@ import type {
 } from './wire.ts'
 
 // OpenAI chat request → Gemini generateContent request. Pure: throws a 400 GatewayError for what
-// the client sent that Gemini cannot do; the provider table in docs/providers.md lists each field's fate.
+// the client sent that Gemini cannot do; the provider table in docs/operators/providers.md lists each field's fate.
 
 /** `format` of the reasoning_details Junction produces for Gemini, and restores on the next turn. */
 export const GEMINI_REASONING_FORMAT = 'google-gemini-v1'

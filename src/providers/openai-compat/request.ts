@@ -1,7 +1,7 @@
 import type { ChatMessage, ChatRequest, EmbeddingsRequest } from '../types.ts'
 
 // Junction's fields that an OpenAI-compatible upstream does not know. Everything else, including
-// fields Junction has never heard of, is forwarded unchanged (decisions.md: forward compatibility).
+// fields Junction has never heard of, is forwarded unchanged (docs/design/decisions.md: forward compatibility).
 const gatewayOnlyFields = ['provider', 'model_routing_config', 'reasoning'] as const
 const gatewayOnlyMessageFields = ['reasoning', 'reasoning_details'] as const
 

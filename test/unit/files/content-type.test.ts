@@ -39,7 +39,7 @@ describe('file objects', () => {
     for (const id of ids) expect(id).toMatch(/^file-[A-Za-z0-9_-]{24}$/)
   })
 
-  it('shows the File object of interface.md, created_at in seconds', () => {
+  it('shows the File object of docs/design/api-contract.md, created_at in seconds', () => {
     expect(
       toFileObject({
         id: 'file-x',

@@ -8,9 +8,9 @@ import {
   parsePredictionRequest,
 } from '../../../src/schemas/predictions.ts'
 
-// Every input rule of interface.md (generic image and video, the speech model, video models A, B and C),
+// Every input rule of docs/design/api-contract.md (generic image and video, the speech model, video models A, B and C),
 // checked by the parser the route uses: a violation is a 400 naming `input.<field>`; defaults are
-// applied as interface.md lists them.
+// applied as docs/design/api-contract.md lists them.
 
 function refusal(
   family: MediaFamily,
@@ -29,7 +29,7 @@ const url = 'https://example.com/a.png'
 const long = (n: number) => 'a'.repeat(n)
 
 describe('speech model input', () => {
-  it('applies the defaults of interface.md', () => {
+  it('applies the defaults of docs/design/api-contract.md', () => {
     expect(parseMediaInput('speech', { prompt: 'Hello [sigh] there' }).input).toEqual({
       prompt: 'Hello [sigh] there',
       style_instructions: 'Say the following.',

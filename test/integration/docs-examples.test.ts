@@ -8,27 +8,30 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { useServerProcesses } from '../support/server-process.ts'
-import { readDocs } from '../support/docs.ts'
+import { codeBlocks, readPage, type DocPage } from '../support/docs.ts'
 
-// The README's curl examples, run as written by bash and curl against the real server (only the
-// address is changed to the test's port, and a listed file's id put in for the `file-…` placeholder).
+// The docs' curl examples, run as written by bash and curl against the real server (only the address
+// is changed to the test's port, and a listed file's id put in for the `file-…` placeholder).
+// getting-started.test.ts walks the getting-started page the same way, outputs compared.
 
 const run = promisify(execFile)
-const readme = readDocs()
 const start = useServerProcesses()
 const dirs: string[] = []
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true })
 })
 
-/** The shell blocks of a README section. */
-function shBlocks(heading: string): string[] {
-  const from = readme.indexOf(`\n## ${heading}`)
-  const section = readme.slice(from, readme.indexOf('\n## ', from + 1))
-  return [...section.matchAll(/```(?:sh|bash)\n([\s\S]*?)```/g)]
-    .map((m) => m[1] as string)
-    .filter((b) => b.includes('curl '))
+/** The shell blocks of a page that run curl (of one `## ` section of it, when named). */
+function shBlocks(page: DocPage, heading?: string): string[] {
+  let text = readPage(page)
+  if (heading !== undefined) {
+    const from = text.indexOf(`\n## ${heading}`)
+    text = text.slice(from, text.indexOf('\n## ', from + 1))
+  }
+  return [...codeBlocks(text, 'sh'), ...codeBlocks(text, 'bash')].filter((b) => b.includes('curl '))
 }
+
+const firstJson = (page: DocPage): string => codeBlocks(readPage(page), 'json')[0] as string
 
 /** Runs a block in bash from `cwd`, each curl reporting its status; returns [status, body] per curl. */
 async function runBlock(block: string, origin: string, cwd: string): Promise<[number, string][]> {
@@ -49,8 +52,8 @@ function workspace(): string {
   return dir
 }
 
-describe('README curl examples', () => {
-  it('Run it, the admin API and files: every example gives its documented status', async () => {
+describe('documented curl examples', () => {
+  it('the README, the admin API and files: every example gives its documented status', async () => {
     const dir = workspace()
     const s = await start(
       {
@@ -60,31 +63,34 @@ describe('README curl examples', () => {
       },
       dir,
     )
-    const [quick] = shBlocks('Run it')
+    const [quick] = shBlocks('README.md', 'Run it')
     const quickResults = await runBlock(quick as string, s.origin, dir)
     expect(quickResults.map((r) => r[0])).toEqual([200, 200, 200, 200])
     expect(quickResults[1]![1]).toContain('data: [DONE]')
 
-    const [adminBlock] = shBlocks('Accounts, credits and billing')
+    const [adminBlock] = shBlocks('docs/operators/accounts-and-billing.md')
     const adminResults = await runBlock(adminBlock as string, s.origin, dir)
     expect(adminResults.map((r) => r[0])).toEqual([201, 201])
     expect(JSON.parse(adminResults[1]![1]).key).toMatch(/^sk-jn-/)
 
     writeFileSync(join(dir, 'report.pdf'), '%PDF-1.4 a tiny test document')
-    const [filesBlock] = shBlocks('Files')
+    const [filesBlock] = shBlocks('docs/clients/files.md')
     const lines = (filesBlock as string).split('\n')
     const uploaded = await runBlock(lines.slice(0, 2).join('\n'), s.origin, dir)
     expect(uploaded.map((r) => r[0])).toEqual([200, 200])
     const id = JSON.parse(uploaded[0]![1]).id as string
     const rest = await runBlock(lines.slice(2).join('\n').replaceAll('file-…', id), s.origin, dir)
     expect(rest.map((r) => r[0])).toEqual([200, 200])
+    // The download goes to a new file: the reader's own report.pdf is left as it was.
     expect(readFileSync(join(dir, 'report.pdf'), 'utf8')).toBe('%PDF-1.4 a tiny test document')
+    expect(readFileSync(join(dir, 'report-copy.pdf'), 'utf8')).toBe('%PDF-1.4 a tiny test document')
   })
 
-  it('API: the Messages and Responses examples answer in their dialects', async () => {
+  it('the Messages and Responses examples answer in their dialects', async () => {
     const dir = workspace()
     const s = await start({ GATEWAY_DATABASE_URL: 'memory' }, dir)
-    const results = await Promise.all(shBlocks('API').map((b) => runBlock(b, s.origin, dir)))
+    const blocks = [...shBlocks('docs/clients/messages.md'), ...shBlocks('docs/clients/responses.md')]
+    const results = await Promise.all(blocks.map((b) => runBlock(b, s.origin, dir)))
     const answers = results.flat()
     expect(answers.map((r) => r[0])).toEqual([200, 200])
     const [message, response] = answers.map((r) => JSON.parse(r[1]))
@@ -97,13 +103,11 @@ describe('README curl examples', () => {
     expect(response).toMatchObject({ object: 'response', status: 'completed', model: 'mock/chat' })
   })
 
-  it('Routing and resilience: the example request answers with its example config', async () => {
+  it('routing: the example request answers with the example config of the operator page', async () => {
     const dir = workspace()
-    const section = readme.slice(readme.indexOf('\n## Routing and resilience'))
-    const config = /```json\n([\s\S]*?)```/.exec(section)?.[1] as string
-    writeFileSync(join(dir, 'junction.json'), config)
+    writeFileSync(join(dir, 'junction.json'), firstJson('docs/operators/routing.md'))
     const s = await start({ GATEWAY_DATABASE_URL: 'memory', GATEWAY_CONFIG: join(dir, 'junction.json') }, dir)
-    const [block] = shBlocks('Routing and resilience')
+    const [block] = shBlocks('docs/clients/routing.md')
     const results = await runBlock(block as string, s.origin, dir)
     // Nothing listens on the example's two upstreams here: the request's fallback answers.
     expect(results.map((r) => r[0])).toEqual([200])
@@ -116,7 +120,7 @@ describe('README curl examples', () => {
       { GATEWAY_DATABASE_URL: 'memory', GATEWAY_OUTPUTS_DIR: join(dir, 'outputs'), MOCK_TASK_DELAY_MS: '0' },
       dir,
     )
-    const [block] = shBlocks('Predictions: images, video and speech')
+    const [block] = shBlocks('docs/clients/predictions.md')
     const lines = (block as string).split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'))
     // The create command spans two lines (a backslash continuation).
     const created = await runBlock(lines.slice(0, 2).join('\n'), s.origin, dir)
@@ -148,9 +152,7 @@ describe('README curl examples', () => {
 
   it('Predictions: the webhook example delivers a signed body to the local receiver', async () => {
     const dir = workspace()
-    const section = readme.slice(readme.indexOf('\n## Predictions: images, video and speech'))
-    const config = /```json\n([\s\S]*?)```/.exec(section)?.[1] as string
-    writeFileSync(join(dir, 'junction.json'), config)
+    writeFileSync(join(dir, 'junction.json'), firstJson('docs/clients/webhooks.md'))
     const hooks: { headers: Record<string, unknown>; body: string }[] = []
     const receiver = createServer((req, res) => {
       let body = ''
@@ -172,8 +174,7 @@ describe('README curl examples', () => {
       },
       dir,
     )
-    const blocks = shBlocks('Predictions: images, video and speech')
-    const block = blocks[1] as string
+    const [block] = shBlocks('docs/clients/webhooks.md') as [string]
     const results = await runBlock(block.replaceAll('127.0.0.1:9000', `127.0.0.1:${port}`), s.origin, dir)
     expect(results.map((r) => r[0])).toEqual([200, 200])
     expect(JSON.parse(results[1]![1])).toEqual({
@@ -189,5 +190,18 @@ describe('README curl examples', () => {
     expect(hooks[0]!.headers['webhook-signature']).toBe(
       `v1,${createHmac('sha256', key).update(signed).digest('base64')}`,
     )
+    // The page's own verification code, as a receiver would paste it, accepts the delivery and
+    // refuses it once its body is changed.
+    const snippet = /^ {2}```ts\n([\s\S]*?)^ {2}```/m.exec(readPage('docs/clients/webhooks.md'))?.[1] ?? ''
+    expect(snippet).toContain('function verify')
+    const file = join(dir, 'verify.ts')
+    writeFileSync(file, `${snippet.replace(/^ {2}/gm, '')}\nexport { verify }\n`)
+    const { verify } = (await import(file)) as {
+      verify: (secret: string, headers: Record<string, string>, body: string) => boolean
+    }
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'
+    const headers = hooks[0]!.headers as Record<string, string>
+    expect(verify(secret, headers, hooks[0]!.body)).toBe(true)
+    expect(verify(secret, headers, hooks[0]!.body.replace('success', 'failed'))).toBe(false)
   })
 })

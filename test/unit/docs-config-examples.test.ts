@@ -1,24 +1,16 @@
 import { describe, expect, it } from 'vitest'
 import { hashKey, loadConfig } from '../../src/config.ts'
-import { readDocs } from '../support/docs.ts'
+import { codeBlocks, readPage, type DocPage } from '../support/docs.ts'
 
-// The README's configuration examples are what users copy: each must load as printed.
+// The docs' configuration examples are what users copy: each must load as printed.
 
-const readme = readDocs()
-
-/** The JSON blocks of a README section. */
-function jsonBlocks(heading: string): string[] {
-  const from = readme.indexOf(`\n## ${heading}\n`)
-  const to = readme.indexOf('\n## ', from + 1)
-  const section = readme.slice(from, to)
-  return [...section.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => m[1] as string)
-}
+const jsonBlocks = (page: DocPage): string[] => codeBlocks(readPage(page), 'json')
 
 const load = (json: string) => loadConfig({ GATEWAY_CONFIG: 'junction.json' }, () => json)
 
-describe('README configuration examples', () => {
-  it('the Configuration example loads as printed, with no variable set', () => {
-    const [example] = jsonBlocks('Configuration')
+describe('documented configuration examples', () => {
+  it('the example of the configuration page loads as printed, with no variable set', () => {
+    const [example] = jsonBlocks('docs/operators/configuration.md')
     const config = load(example as string)
     expect(config.providers['local']?.apiKey).toBeUndefined()
     expect(config.accounts[0]?.keys).toEqual([
@@ -28,16 +20,16 @@ describe('README configuration examples', () => {
     expect(config.models.map((m) => m.slug)).toEqual(['local/llama', 'local/embed'])
   })
 
-  it('the Routing and resilience example loads as printed', () => {
-    const [example] = jsonBlocks('Routing and resilience')
+  it('the example of the routing page loads as printed', () => {
+    const [example] = jsonBlocks('docs/operators/routing.md')
     const config = load(example as string)
     expect(config.models[0]).toMatchObject({ slug: 'team/llama', routing: 'round_robin', quality: 70 })
     expect(config.providers['west']?.retry.attemptsPerDeployment).toBe(1)
     expect(config.routing.breaker).toEqual({ failureThreshold: 5, cooldownMs: 30_000 })
   })
 
-  it('the Predictions webhook example loads as printed', () => {
-    const [example] = jsonBlocks('Predictions: images, video and speech')
+  it('the example of the webhooks page loads as printed', () => {
+    const [example] = jsonBlocks('docs/clients/webhooks.md')
     const config = load(example as string)
     expect(config.predictions.webhooks).toMatchObject({ allowHttp: true, allowedHosts: ['127.0.0.1'] })
     expect(config.accounts[0]?.webhookSecret).toBe('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')
