@@ -7,6 +7,7 @@ export const DOC_PAGES = [
   'README.md',
   'docs/api.md',
   'docs/billing.md',
+  'docs/keys.md',
   'docs/configuration.md',
   'docs/routing.md',
   'docs/mock.md',
