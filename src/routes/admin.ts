@@ -123,6 +123,8 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
       },
       // How far a charge may pass its hold, and the balance go below zero.
       overdraft_usd: toUsd(a.overdraft ?? 0n),
+      // Where low-balance and key-limit notices go (docs/keys.md).
+      notices: toNoticesBody(a),
       credits: {
         total_credits: toUsd(c.totalCredits),
         total_usage: toUsd(c.totalUsage),

@@ -61,6 +61,7 @@ describe('notices', () => {
     const url = `${receiver.origin}/junction-notices`
     const set = await call(g, 'PUT', '/v1/notices', bearer(ops.key), { url, balance_low_threshold: 0.045 })
     expect(set.data).toEqual({ url, balance_low_threshold: 0.045 })
+    expect((await call(g, 'GET', `/admin/accounts/${account.id}`, admin)).notices).toEqual(set.data)
     const made = await call(g, 'POST', '/v1/keys', bearer(ops.key), {
       limit: 0.02,
       limit_low_threshold: 0.015,
