@@ -365,7 +365,8 @@ export async function settle(deps: MeteringDeps, s: Settlement): Promise<Generat
   }
   if (s.tokenEstimate !== null) {
     const delta = s.record.usage.total_tokens - s.tokenEstimate
-    for (const key of s.tokenKeys ?? [tpmKey(s.record.accountId)]) await adjustTokens(deps, key, delta, s.now)
+    for (const key of s.tokenKeys ?? [tpmKey(s.record.accountId)])
+      await adjustTokens(deps, s.record.accountId, key, delta, s.now)
   }
   if (!charged) return s.record
   const over = charged.unbilledOverage
@@ -403,15 +404,16 @@ export async function release(
     // The reservation then expires by its TTL.
     deps.log.warn({ err, reservation: reservation.id }, 'could not release a reservation')
   }
-  for (const key of tokenKeys) await adjustTokens(deps, key, -(tokenEstimate ?? 0), now)
+  for (const key of tokenKeys)
+    await adjustTokens(deps, reservation.accountId, key, -(tokenEstimate ?? 0), now)
 }
 
-async function adjustTokens(deps: MeteringDeps, key: string, delta: number, now: number) {
+async function adjustTokens(deps: MeteringDeps, accountId: string, key: string, delta: number, now: number) {
   if (delta === 0) return
   try {
     await deps.store.rateLimits.adjust(key, delta, RATE_WINDOW_MS, now)
   } catch (err) {
-    deps.log.warn({ err, window: key }, 'could not correct the tokens-per-minute count')
+    deps.log.warn({ err, accountId, window: key }, 'could not correct the tokens-per-minute count')
   }
 }
 

@@ -24,6 +24,7 @@ import type {
   ReservationRef,
 } from '../store/types.ts'
 import type { Renewals } from './renewals.ts'
+import { checkNotices, wantsNotices } from '../keys/notices.ts'
 import { toUsd } from '../billing/money.ts'
 import type { Metrics } from '../metrics.ts'
 
@@ -270,6 +271,9 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       now: endedAt,
     })
     charged = closed.charged
+    // Low balance or key-limit notices, when the account asked for them: queued after the charge and
+    // before the answer is delivered (two store calls, only for such accounts; it never throws).
+    if (charged && wantsNotices(b.account, b.key)) await checkNotices(deps, b.account, b.key, endedAt)
     return closed.record
   }
 

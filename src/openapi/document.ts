@@ -20,6 +20,7 @@ import {
   rateLimitsBody,
   webhookSecretBody,
 } from '../routes/admin.ts'
+import { adminCreateKeyBody, createKeyBody, noticesBody, updateKeyBody } from '../schemas/keys.ts'
 import { answerSchemas, fromZod, obj, type JsonSchema } from './schemas.ts'
 
 // The OpenAPI 3.1 document of every public route, served at /openapi.json and rendered at /docs.
@@ -28,7 +29,7 @@ import { answerSchemas, fromZod, obj, type JsonSchema } from './schemas.ts'
 
 export const OPENAPI_VERSION = '3.1.1'
 
-type Method = 'get' | 'post' | 'put' | 'delete'
+type Method = 'get' | 'post' | 'put' | 'patch' | 'delete'
 type Auth = 'key' | 'admin' | 'anthropic' | 'none'
 
 interface Answer {
@@ -382,6 +383,86 @@ const ROUTES: Route[] = [
   },
   {
     method: 'get',
+    path: '/v1/key',
+    tag: 'Keys',
+    summary: 'The calling key: its limit, what is left, its usage and role',
+    auth: 'key',
+    answers: { '200': { description: 'the key', schema: 'CurrentKey' } },
+    errors: [401],
+  },
+  {
+    method: 'get',
+    path: '/v1/keys',
+    tag: 'Keys',
+    summary: "The account's keys (a management key)",
+    auth: 'key',
+    query: [
+      { name: 'offset', schema: { type: 'integer', minimum: 0 } },
+      { name: 'limit', schema: { type: 'integer', minimum: 1 } },
+      { name: 'include_disabled', schema: { type: 'boolean' } },
+    ],
+    answers: { '200': { description: 'one page of keys', schema: 'ApiKeyPage' } },
+    errors: [400, 401, 403],
+  },
+  {
+    method: 'post',
+    path: '/v1/keys',
+    tag: 'Keys',
+    summary: 'Create a key (a management key); the secret is in this answer only',
+    auth: 'key',
+    body: { schema: 'CreateKey', required: false },
+    answers: { '201': { description: 'the key and its secret', schema: 'ApiKeyCreated' } },
+    errors: [400, 401, 403],
+  },
+  {
+    method: 'get',
+    path: '/v1/keys/{hash}',
+    tag: 'Keys',
+    summary: 'One key of the account (a management key)',
+    auth: 'key',
+    answers: { '200': { description: 'the key', schema: 'ApiKeyData' } },
+    errors: [400, 401, 403, 404],
+  },
+  {
+    method: 'patch',
+    path: '/v1/keys/{hash}',
+    tag: 'Keys',
+    summary: "Change a key's settings (a management key); null clears one",
+    auth: 'key',
+    body: { schema: 'UpdateKey' },
+    answers: { '200': { description: 'the key', schema: 'ApiKeyData' } },
+    errors: [400, 401, 403, 404],
+  },
+  {
+    method: 'delete',
+    path: '/v1/keys/{hash}',
+    tag: 'Keys',
+    summary: 'Revoke a key (a management key)',
+    auth: 'key',
+    answers: { '200': { description: 'revoked', schema: obj({ deleted: { type: 'boolean' } }) } },
+    errors: [400, 401, 403, 404],
+  },
+  {
+    method: 'get',
+    path: '/v1/notices',
+    tag: 'Keys',
+    summary: "Where and when the account's low-balance notices go (a management key)",
+    auth: 'key',
+    answers: { '200': { description: 'the notices', schema: 'Notices' } },
+    errors: [401, 403],
+  },
+  {
+    method: 'put',
+    path: '/v1/notices',
+    tag: 'Keys',
+    summary: "Set the account's notice URL and low-balance threshold (a management key)",
+    auth: 'key',
+    body: { schema: 'NoticesRequest' },
+    answers: { '200': { description: 'the notices', schema: 'Notices' } },
+    errors: [400, 401, 403],
+  },
+  {
+    method: 'get',
     path: '/openapi.json',
     tag: 'Operations',
     summary: 'This document',
@@ -427,8 +508,9 @@ const ROUTES: Route[] = [
     method: 'post',
     path: '/admin/accounts/{id}/keys',
     tag: 'Admin',
-    summary: 'Issue a key (shown this once)',
+    summary: 'Issue a key (shown this once), with the settings of `POST /v1/keys` and its role',
     auth: 'admin',
+    body: { schema: 'AdminCreateKey', required: false },
     answers: { '201': { description: 'the key', schema: 'IssuedKey' } },
     errors: [404],
   },
@@ -510,6 +592,16 @@ const ROUTES: Route[] = [
     errors: [400, 404],
   },
   {
+    method: 'put',
+    path: '/admin/accounts/{id}/notices',
+    tag: 'Admin',
+    summary: "Where and when the account's low-balance notices go",
+    auth: 'admin',
+    body: { schema: 'NoticesRequest' },
+    answers: { '200': { description: "the account's notices", schema: 'Notices' } },
+    errors: [400, 404],
+  },
+  {
     method: 'get',
     path: '/admin/accounts/{id}/generations',
     tag: 'Admin',
@@ -553,6 +645,10 @@ function requestSchemas(): Record<string, JsonSchema> {
     AdminRateLimits: fromZod(rateLimitsBody),
     AdminOverdraft: fromZod(overdraftBody),
     AdminWebhookSecret: fromZod(webhookSecretBody),
+    AdminCreateKey: fromZod(adminCreateKeyBody),
+    CreateKey: fromZod(createKeyBody),
+    UpdateKey: fromZod(updateKeyBody),
+    NoticesRequest: fromZod(noticesBody),
   }
 }
 
@@ -567,7 +663,7 @@ const HEADER_TEXT: Record<string, string> = {
   'X-RateLimit-Remaining': 'requests left in the window',
   'X-RateLimit-Reset': 'seconds until the window frees a request',
   'X-RateLimit-Scope':
-    'which limit refused: `account-requests`, `account-tokens`, `account-bodies`, `upstream`',
+    'which limit refused: `account-requests`, `account-tokens`, `account-bodies`, `key-requests`, `key-tokens`, `upstream`',
   'Retry-After': 'seconds to wait before retrying',
 }
 
@@ -704,6 +800,7 @@ export function buildOpenApi(): JsonSchema {
       'Files',
       'Predictions',
       'Account',
+      'Keys',
       'Operations',
       'Admin',
     ].map((name) => ({ name })),

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { createKeyService } from '../keys/service.ts'
-import { adminCreateKeyBody, toKeyBody } from '../schemas/keys.ts'
+import { adminCreateKeyBody, noticesBody, toKeyBody, toNoticesBody } from '../schemas/keys.ts'
+import { setNotices } from '../keys/notices.ts'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { discountRateSchema as rate, overdraftSchema } from '../schemas/billing.ts'
@@ -123,6 +124,8 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
       },
       // How far a charge may pass its hold, and the balance go below zero.
       overdraft_usd: toUsd(a.overdraft ?? 0n),
+      // Where low-balance and key-limit notices go (docs/keys.md).
+      notices: toNoticesBody(a),
       credits: {
         total_credits: toUsd(c.totalCredits),
         total_usage: toUsd(c.totalUsage),
@@ -256,6 +259,12 @@ export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> =
     return accountView(
       (await store.accounts.update(account.id, { overdraft: usd(overdraft_usd) })) as Account,
     )
+  })
+
+  app.put<{ Params: { id: string } }>('/admin/accounts/:id/notices', async (request) => {
+    const account = await mustGet(request.params.id)
+    const body = parse(noticesBody, request.body)
+    return { object: 'notices', ...toNoticesBody(await setNotices(store, deps.config, account, body)) }
   })
 
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/webhook-secret', async (request) => {

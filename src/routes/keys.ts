@@ -3,7 +3,16 @@ import { z } from 'zod'
 import type { Deps } from '../deps.ts'
 import { fromZodError } from '../errors.ts'
 import { createKeyService } from '../keys/service.ts'
-import { createKeyBody, toCurrentKeyBody, toKeyBody, toKeyPatch, updateKeyBody } from '../schemas/keys.ts'
+import { setNotices } from '../keys/notices.ts'
+import {
+  createKeyBody,
+  noticesBody,
+  toCurrentKeyBody,
+  toKeyBody,
+  toKeyPatch,
+  toNoticesBody,
+  updateKeyBody,
+} from '../schemas/keys.ts'
 
 // The account's own key API, in OpenRouter's shapes and on its paths under /v1: the calling key
 // (any key), and the account's keys (a management key of the account only; another account's key is
@@ -72,6 +81,14 @@ export const keysRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
     const patch = toKeyPatch(parse(updateKeyBody, request.body))
     const k = await keys.update(request.account.id, hash, patch)
     return { data: toKeyBody(k.key, k.usage) }
+  })
+
+  // The account's notices (`balance.low`, `key.limit.low`): where they go and the balance threshold;
+  // each key's threshold is its `limit_low_threshold`.
+  app.get('/v1/notices', management, async (request) => ({ data: toNoticesBody(request.account) }))
+  app.put('/v1/notices', management, async (request) => {
+    const body = parse(noticesBody, request.body)
+    return { data: toNoticesBody(await setNotices(deps.store, deps.config, request.account, body)) }
   })
 
   app.delete('/v1/keys/:hash', management, async (request) => {

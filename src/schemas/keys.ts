@@ -172,3 +172,19 @@ export function toCurrentKeyBody(k: ApiKeyRecord, u: KeyUsage, account: Account,
     updated_at: body.updated_at,
   }
 }
+
+/** `PUT /v1/notices` (and the admin API's): where and when the account is told; null clears one. */
+export const noticesBody = z
+  .object({
+    url: z.string().min(1).max(2000).nullable().optional(),
+    balance_low_threshold: usdAmount.nullable().optional(),
+  })
+  .strict()
+
+export function toNoticesBody(account: Account) {
+  const n = account.notices
+  return {
+    url: n?.url ?? null,
+    balance_low_threshold: usdOrNull(n?.balanceLow ?? null),
+  }
+}

@@ -14,6 +14,7 @@ export const DOC_PAGES = [
   'docs/clients/predictions.md',
   'docs/clients/webhooks.md',
   'docs/clients/routing.md',
+  'docs/clients/keys.md',
   'docs/clients/errors.md',
   'docs/operators/deploy.md',
   'docs/operators/production-checklist.md',
