@@ -13,7 +13,8 @@ import type { FileStorage } from './files/storage.ts'
 import { sweepOrphans } from './files/orphan-sweep.ts'
 import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
 import { createRenewals, type Renewals } from './inference/renewals.ts'
-import { countTokens, type TokenCounter } from './billing/tokens.ts'
+import type { TokenCounter } from './billing/tokens.ts'
+import { createTokenThread } from './billing/token-thread.ts'
 import { createStore } from './store/create.ts'
 import type { Store } from './store/types.ts'
 import { createWebhookSecrets, type WebhookSecrets } from './tasks/webhook-secrets.ts'
@@ -226,6 +227,8 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   fileSweeper.unref()
 
   const stats = createMeteringStats()
+  // The tokenizer is loaded in its own thread on the first estimate, and dropped when unused.
+  const tokenThread = createTokenThread()
   const metrics = createMetrics()
   const idsUsed = overrides.ids ?? defaultIds
   const tasks = await createPredictionServices({
@@ -252,7 +255,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     health,
     metrics,
     fileStorage,
-    countTokens: overrides.countTokens ?? countTokens,
+    countTokens: overrides.countTokens ?? tokenThread.count,
     stats,
     renewals: createRenewals({ ledger: store.ledger, now, log, ttlMs: config.limits.reservationTtlMs }),
     now,
@@ -270,6 +273,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
       clearInterval(fileSweeper)
       await tasks.stop()
       await providers.close()
+      await tokenThread.close()
       await store.close()
     },
   }
