@@ -19,7 +19,8 @@ import { request } from 'undici'
 // measured over the same requests, and the bare proxy's column is the baseline of the same run.
 // Knobs: BENCH_STAGES_REQUESTS (blocking requests per target, 20 000), BENCH_STAGES_STREAMS (streamed
 // requests, 4 000), BENCH_STAGES_ROUNDS (2: each figure is the median of the rounds),
-// BENCH_STAGES_TARGETS (floor,memory,sqlite), BENCH_STAGES_INTERVAL_US (sampling interval, 250),
+// BENCH_STAGES_TARGETS (floor,memory,sqlite; `label=memory@DIR` or `label=sqlite@DIR` adds the gateway of
+// another checkout, to compare a change with its parent in one run), BENCH_STAGES_INTERVAL_US (sampling interval, 250),
 // BENCH_CONNECTIONS (20), BENCH_STAGES_TOP (also print the N costliest functions of each column, 0).
 //   npm run bench:stages
 
@@ -221,14 +222,20 @@ interface Target {
   proc: ChildProcess
 }
 
-function spawnNode(script: string, extra: Record<string, string>, probe: boolean): ChildProcess {
+/** `checkout`: run the script of another checkout (its own src/, this bench's probe). */
+function spawnNode(
+  script: string,
+  extra: Record<string, string>,
+  probe: boolean,
+  checkout?: string,
+): ChildProcess {
   const args = [
     '--disable-warning=ExperimentalWarning',
-    ...(probe ? ['--import', './bench/probe.ts'] : []),
+    ...(probe ? ['--import', join(root, 'bench/probe.ts')] : []),
     script,
   ]
   const proc = spawn(process.execPath, args, {
-    cwd: root,
+    cwd: checkout ?? root,
     env: { PATH: process.env.PATH ?? '', ...extra },
     stdio: ['ignore', 'ignore', 'inherit', ...(probe ? (['ipc'] as const) : [])],
   })
@@ -399,10 +406,12 @@ async function main(): Promise<void> {
     const up = spawnNode('bench/fake-upstream.ts', { PORT: String(upPort) }, false)
     const upstream = `http://127.0.0.1:${upPort}`
     await waitFor(`${upstream}/`, up)
-    const start = async (name: string): Promise<Target> => {
+    const start = async (entry: string): Promise<Target> => {
+      const [name, spec = entry] = entry.includes('=') ? entry.split('=') : [entry]
+      const [store, checkout] = spec.split('@')
       const port = await freePort()
       const proc =
-        name === 'floor'
+        store === 'floor'
           ? spawnNode('bench/floor-proxy.ts', { PORT: String(port), UPSTREAM_ORIGIN: upstream }, true)
           : spawnNode(
               'src/server.ts',
@@ -410,7 +419,7 @@ async function main(): Promise<void> {
                 PORT: String(port),
                 HOST: '127.0.0.1',
                 GATEWAY_FILES_DIR: join(dir, `${name}-files`),
-                GATEWAY_DATABASE_URL: name === 'memory' ? 'memory' : `sqlite:${join(dir, `${name}.db`)}`,
+                GATEWAY_DATABASE_URL: store === 'memory' ? 'memory' : `sqlite:${join(dir, `${name}.db`)}`,
                 LOG_LEVEL: process.env['BENCH_LOG_LEVEL'] ?? 'info',
                 OPENAI_API_KEY: 'sk-bench-not-a-real-key',
                 OPENAI_BASE_URL: `${upstream}/v1`,
@@ -418,10 +427,11 @@ async function main(): Promise<void> {
                 GATEWAY_CONFIG: config,
               },
               true,
+              checkout,
             )
       const origin = `http://127.0.0.1:${port}`
-      await waitFor(name === 'floor' ? `${origin}/` : `${origin}/healthz`, proc)
-      return { name, origin, proc }
+      await waitFor(store === 'floor' ? `${origin}/` : `${origin}/healthz`, proc)
+      return { name: name!, origin, proc }
     }
     const targets: Target[] = []
     for (const name of settings.targets) targets.push(await start(name))
