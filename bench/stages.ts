@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,13 +15,16 @@ import { request } from 'undici'
 // profiler runs on its main thread (bench/probe.ts) and its CPU time is read from /proc. Every sample is
 // given to the stage of the innermost frame that names one (`stageOf`: the file and function it is in,
 // or the library), and a stage's µs per request is its share of the samples times the main thread's CPU
-// per request. Shares of samples do not move much with the machine's load; the CPU per request is
+// per request. The sampler counts where the thread is when it runs: a step that wakes another thread (a
+// socket write, a message to the database thread) can be descheduled there on a busy machine and is
+// over-counted; the CPU of the other threads is read per kind of thread from /proc. Shares of samples do
+// not move much with the machine's load otherwise; the CPU per request is
 // measured over the same requests, and the bare proxy's column is the baseline of the same run.
 // Knobs: BENCH_STAGES_REQUESTS (blocking requests per target, 20 000), BENCH_STAGES_STREAMS (streamed
 // requests, 4 000), BENCH_STAGES_ROUNDS (2: each figure is the median of the rounds),
 // BENCH_STAGES_TARGETS (floor,memory,sqlite; `label=memory@DIR` or `label=sqlite@DIR` adds the gateway of
 // another checkout, to compare a change with its parent in one run), BENCH_STAGES_INTERVAL_US (sampling interval, 250),
-// BENCH_CONNECTIONS (20), BENCH_STAGES_TOP (also print the N costliest functions of each column, 0).
+// BENCH_STAGES_KINDS (blocking,streamed), BENCH_STAGES_KEEP (a directory to keep the profiles in), BENCH_CONNECTIONS (20), BENCH_STAGES_TOP (also print the N costliest functions of each column, 0).
 //   npm run bench:stages
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -38,6 +41,7 @@ const settings = {
   connections: env('BENCH_CONNECTIONS', 20),
   top: env('BENCH_STAGES_TOP', 0),
   targets: (process.env['BENCH_STAGES_TARGETS'] ?? 'floor,memory,sqlite').split(',').filter(Boolean),
+  kinds: (process.env['BENCH_STAGES_KINDS'] ?? 'blocking,streamed').split(',').filter(Boolean) as Kind[],
 }
 const CHAT_PATH = '/v1/chat/completions'
 const messages = [{ role: 'user', content: 'hello' }]
@@ -257,14 +261,39 @@ function probe(t: Target, command: Record<string, unknown>): Promise<Record<stri
   })
 }
 
-/** CPU seconds (user + system) of the main thread, and of the whole process. */
-async function cpu(pid: number): Promise<{ main: number; all: number }> {
-  const read = async (path: string) => {
+/** The process's threads by what Node names them: the rows under the stages. */
+const threadKinds: [RegExp, string][] = [
+  [/^WorkerThread$/, 'worker threads (database, checkpoints, tokens)'],
+  [/^(V8Worker|DelayedTaskSche)/, 'V8 helper threads (GC, compiler)'],
+  [/^libuv-worker$/, 'libuv thread pool (files, log writes)'],
+]
+
+interface Cpu {
+  /** CPU seconds (user + system) of the main thread. */
+  main: number
+  /** Of the whole process, threads gone included. */
+  all: number
+  /** Of the live threads of each kind of `threadKinds`. */
+  kinds: Map<string, number>
+}
+
+async function cpu(pid: number): Promise<Cpu> {
+  const read = async (path: string): Promise<number> => {
     const stat = await readFile(path, 'utf8')
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
     return (Number(f[11]) + Number(f[12])) / 100
   }
-  return { main: await read(`/proc/${pid}/task/${pid}/stat`), all: await read(`/proc/${pid}/stat`) }
+  const kinds = new Map<string, number>()
+  for (const tid of await readdir(`/proc/${pid}/task`)) {
+    try {
+      const comm = (await readFile(`/proc/${pid}/task/${tid}/comm`, 'utf8')).trim()
+      const kind = threadKinds.find(([re]) => re.test(comm))?.[1]
+      if (kind) kinds.set(kind, (kinds.get(kind) ?? 0) + (await read(`/proc/${pid}/task/${tid}/stat`)))
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return { main: await read(`/proc/${pid}/task/${pid}/stat`), all: await read(`/proc/${pid}/stat`), kinds }
 }
 
 async function load(t: Target, kind: Kind, amount: number): Promise<{ bad: number; rps: number }> {
@@ -295,6 +324,8 @@ async function load(t: Target, kind: Kind, amount: number): Promise<{ bad: numbe
 interface Measure {
   mainUs: number
   allUs: number
+  /** µs per request of each kind of thread. */
+  threadsUs: Map<string, number>
   rps: number
   split: Breakdown
 }
@@ -311,10 +342,19 @@ async function measure(t: Target, kind: Kind, dir: string, round: number): Promi
   await probe(t, { probe: 'profile-stop', path })
   if (r.bad > 0) throw new Error(`${t.name} ${kind}: ${r.bad} requests failed`)
   const profile = JSON.parse(await readFile(path, 'utf8')) as CpuProfile
-  await rm(path)
+  // BENCH_STAGES_KEEP=DIR keeps the profiles (open them in Chrome's DevTools).
+  const keep = process.env['BENCH_STAGES_KEEP']
+  if (keep) await rename(path, join(keep, `${t.name}-${kind}-${round}.cpuprofile`))
+  else await rm(path)
   return {
     mainUs: ((after.main - before.main) * 1e6) / amount,
     allUs: ((after.all - before.all) * 1e6) / amount,
+    threadsUs: new Map(
+      threadKinds.map(([, kind]) => [
+        kind,
+        (((after.kinds.get(kind) ?? 0) - (before.kinds.get(kind) ?? 0)) * 1e6) / amount,
+      ]),
+    ),
     rps: r.rps,
     split: breakdown(profile),
   }
@@ -353,10 +393,8 @@ function printTable(columns: Column[]): void {
     'main thread, µs CPU per request',
     ...columns.map((c) => median(c.runs.map((m) => m.mainUs)).toFixed(1)),
   ])
-  rows.push([
-    'other threads (database, GC, libuv)',
-    ...columns.map((c) => median(c.runs.map((m) => m.allUs - m.mainUs)).toFixed(1)),
-  ])
+  for (const [, kind] of threadKinds)
+    rows.push([kind, ...columns.map((c) => median(c.runs.map((m) => m.threadsUs.get(kind) ?? 0)).toFixed(1))])
   rows.push([
     'whole process, µs CPU per request',
     ...columns.map((c) => median(c.runs.map((m) => m.allUs)).toFixed(1)),
@@ -441,10 +479,10 @@ async function main(): Promise<void> {
         `connections (autocannon), ${settings.rounds} round(s), sampling every ${settings.intervalUs} µs; medians of the rounds`,
     )
     const columns: Column[] = []
-    for (const kind of ['blocking', 'streamed'] as const)
+    for (const kind of settings.kinds)
       for (const t of targets) columns.push({ label: `${t.name} ${kind}`, runs: [] })
     for (let round = 0; round < settings.rounds; round++) {
-      for (const kind of ['blocking', 'streamed'] as const) {
+      for (const kind of settings.kinds) {
         const order = round % 2 === 0 ? targets : [...targets].reverse()
         for (const t of order) {
           process.stderr.write(`· round ${round + 1}: ${t.name} ${kind}\n`)
