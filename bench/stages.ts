@@ -266,6 +266,8 @@ const threadKinds: [RegExp, string][] = [
   [/^WorkerThread$/, 'worker threads (database, checkpoints, tokens)'],
   [/^(V8Worker|DelayedTaskSche)/, 'V8 helper threads (GC, compiler)'],
   [/^libuv-worker$/, 'libuv thread pool (files, log writes)'],
+  // The sampling profiler's own thread: the measurement's cost, not the gateway's.
+  [/^v8:ProfEvntProc$/, 'profiler thread (not the gateway)'],
 ]
 
 interface Cpu {
