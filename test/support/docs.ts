@@ -15,6 +15,7 @@ export const DOC_PAGES = [
   'docs/providers.md',
   'docs/storage.md',
   'docs/operations.md',
+  'docs/benchmarks.md',
   'docs/development.md',
 ] as const
 
