@@ -1,5 +1,6 @@
 import { Session } from 'node:inspector/promises'
 import { writeFile } from 'node:fs/promises'
+import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8'
 import { monitorEventLoopDelay, PerformanceObserver, constants } from 'node:perf_hooks'
 
 // Loaded into a measured process by the bench scripts (`node --import ./bench/probe.ts ...`, with an
@@ -8,6 +9,8 @@ import { monitorEventLoopDelay, PerformanceObserver, constants } from 'node:perf
 //   { probe: 'loop-read' }                 → { delay percentiles (ms), GC pauses in the window }
 //   { probe: 'profile-start', intervalUs } → starts the V8 sampling profiler on the main thread
 //   { probe: 'profile-stop', path }        → stops it and writes the .cpuprofile to `path`
+//   { probe: 'memory' }                    → process.memoryUsage() and the heap's spaces (bytes used)
+//   { probe: 'heap-snapshot', path }       → writes a heap snapshot to `path`
 // Each answer is { probe: <the command>, ...result }.
 
 interface Command {
@@ -48,6 +51,17 @@ if (typeof process.send === 'function') {
           gc: { ...gc },
         }
       }
+      case 'memory': {
+        // Where resident memory is: the heap's spaces, and what lives outside it (buffers, native).
+        const spaces = Object.fromEntries(
+          getHeapSpaceStatistics().map((sp) => [sp.space_name, sp.space_used_size]),
+        )
+        return { usage: process.memoryUsage(), spaces }
+      }
+      case 'heap-snapshot':
+        if (!m.path) throw new Error('no path')
+        writeHeapSnapshot(m.path)
+        return {}
       case 'profile-start':
         session = new Session()
         session.connect()
