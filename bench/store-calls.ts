@@ -96,6 +96,9 @@ async function run(store: Store): Promise<{ cpuUs: number; loopUs: number; wallM
   }
 }
 
+/** Messages to the database thread (batches of calls) in the current run. */
+let batches = 0
+
 const dir = await mkdtemp(join(tmpdir(), 'junction-calls-'))
 try {
   const results = new Map<string, { cpuUs: number; loopUs: number; wallMs: number }[]>()
@@ -107,12 +110,14 @@ try {
           ? createMemoryStore()
           : name === 'engine'
             ? openSqliteStore(path)
-            : createSqliteStore(path, { checkpointIntervalMs: 250 })
+            : createSqliteStore(path, { checkpointIntervalMs: 250, onBatch: () => batches++ })
+      batches = 0
       const res = await run(store)
       await store.close()
       results.set(name, [...(results.get(name) ?? []), res])
       console.log(
-        `round ${r + 1} ${name.padEnd(7)} CPU ${res.cpuUs.toFixed(1)} µs/req  event loop ${res.loopUs.toFixed(1)} µs/req  ${((total / res.wallMs) * 1000).toFixed(0)} req/s`,
+        `round ${r + 1} ${name.padEnd(7)} CPU ${res.cpuUs.toFixed(1)} µs/req  event loop ${res.loopUs.toFixed(1)} µs/req  ${((total / res.wallMs) * 1000).toFixed(0)} req/s` +
+          (name === 'sqlite' ? `  ${(batches / total).toFixed(2)} messages/req` : ''),
       )
     }
   }

@@ -14,7 +14,8 @@ import type { FileStorage } from './files/storage.ts'
 import { sweepOrphans } from './files/orphan-sweep.ts'
 import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
 import { createRenewals, type Renewals } from './inference/renewals.ts'
-import { countTokens, type TokenCounter } from './billing/tokens.ts'
+import type { TokenCounter } from './billing/tokens.ts'
+import { createTokenThread } from './billing/token-thread.ts'
 import { createStore } from './store/create.ts'
 import type { Store } from './store/types.ts'
 import { createWebhookSecrets, type WebhookSecrets } from './tasks/webhook-secrets.ts'
@@ -216,6 +217,8 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   const fileStorage = overrides.fileStorage ?? createLocalFileStorage(config.files.dir, { now })
 
   const stats = createMeteringStats()
+  // The tokenizer is loaded in its own thread on the first estimate, and dropped when unused.
+  const tokenThread = createTokenThread()
   const metrics = createMetrics({ metering: stats })
   const idsUsed = overrides.ids ?? defaultIds
   const tasks = await createPredictionServices({
@@ -262,7 +265,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     health,
     metrics,
     fileStorage,
-    countTokens: overrides.countTokens ?? countTokens,
+    countTokens: overrides.countTokens ?? tokenThread.count,
     stats,
     renewals: createRenewals({ ledger: store.ledger, now, log, ttlMs: config.limits.reservationTtlMs }),
     now,
@@ -278,6 +281,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     async close() {
       await stopJobs()
       await providers.close()
+      await tokenThread.close()
       await store.close()
     },
   }

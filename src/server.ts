@@ -3,7 +3,6 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
 import { createDeps } from './deps.ts'
-import { loadCounter } from './billing/tokens.ts'
 
 async function main(): Promise<void> {
   let config
@@ -17,8 +16,6 @@ async function main(): Promise<void> {
     throw err
   }
   const deps = await createDeps(config)
-  // Loaded before the first request, not on the first estimate (a 0.2 s stall of every request).
-  await loadCounter()
   if (config.devAccount) {
     deps.log.warn(
       'no accounts configured: the development account with key sk-dev is enabled (never in production)',

@@ -10,22 +10,15 @@ afterEach(async () => {
   gw = undefined
 })
 
-async function recordOf(g: TestGateway, id: string): Promise<GenerationRecord> {
-  // Settling runs on the abort's own turn and the estimate's; a bounded number of turns is plenty.
-  for (let i = 0; i < 500; i++) {
-    const r = await g.deps.store.generations.get(id)
-    if (r) return r
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-  throw new Error(`no record ${id}`)
-}
-
 describe('startChat, streamed', () => {
   it('a client that leaves before the first chunk is read is still settled, and its hold released', async () => {
     gw = await startGateway()
     const { deps } = gw
     const account = (await deps.store.accounts.get('dev')) as Account
     const client = new AbortController()
+    // Settled once the estimate is counted (in the tokenizer's thread): the record callback says when.
+    let recorded!: (r: GenerationRecord | null) => void
+    const settled = new Promise<GenerationRecord | null>((resolve) => (recorded = resolve))
     const started = await startChat(deps, {
       account,
       req: parseChatRequest({
@@ -36,12 +29,14 @@ describe('startChat, streamed', () => {
       api: '/v1/chat/completions',
       signal: client.signal,
       log: deps.log,
+      onRecord: (r) => recorded(r),
     })
     expect(started.stream).toBe(true)
     expect(deps.renewals.size()).toBe(1)
     // The client goes away while the headers are being written: nobody ever reads the chunks.
     client.abort()
-    const record = await recordOf(gw, started.generationId)
+    expect(await settled).not.toBeNull()
+    const record = (await deps.store.generations.get(started.generationId)) as GenerationRecord
     expect(record).toMatchObject({ cancelled: true, costSource: 'estimate', streamed: true })
     expect(record.usage.prompt_tokens).toBeGreaterThan(0)
     expect(deps.renewals.size()).toBe(0)
