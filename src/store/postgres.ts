@@ -529,6 +529,8 @@ const keyWindows = (t: number) => {
  */
 const SETTLE_MANY = `WITH p AS (SELECT junction_key_prepare($1::jsonb) AS p)
   SELECT junction_key_charge(p.p, junction_settle_many(p.p))::text[] AS costs FROM p`
+/** The same, for a batch whose records all name their key (inference): no hold to look one up in. */
+const SETTLE_MANY_KEYED = `SELECT junction_key_charge($1::jsonb, junction_settle_many($1::jsonb))::text[] AS costs`
 
 function createLedger(query: Query, batch: Batch): LedgerStore {
   const credits = batched<{ accountId: string; now: number }, Credits>(
@@ -610,10 +612,11 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
     // The same statement charges each record's key (junction_key_charge, migration 11).
     let rows: { costs: (string | null)[] }[]
     try {
+      const keyed = items.every((i) => i.record.keyHash !== undefined)
       ;({ rows } = await query<{ costs: (string | null)[] }>(
-        SETTLE_MANY,
+        keyed ? SETTLE_MANY_KEYED : SETTLE_MANY,
         [JSON.stringify(items.map(settleJson))],
-        'settle_many',
+        keyed ? 'settle_many_keyed' : 'settle_many',
       ))
     } catch (err) {
       if (isUnknownAccount(err)) throw new Error(`unknown account ${items[0]?.ref.accountId}`, { cause: err })
