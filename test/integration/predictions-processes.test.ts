@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
+import { afterAll, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { useTestDatabase } from '../support/postgres.ts'
 import { startReceiver, type ReceivedRequest } from '../support/receiver.ts'
 import { jsonOf, stopServer, useServerProcesses, type ServerProcess } from '../support/server-process.ts'
@@ -192,12 +192,15 @@ describe('predictions across processes', () => {
     const audio = Buffer.from(await (await fetch(done.data.output[0].audio)).arrayBuffer())
     expect(audio.subarray(0, 4).toString('latin1')).toBe('RIFF')
     expect(audio.subarray(8, 12).toString('latin1')).toBe('WAVE')
-    const finishedBy = [a, b].filter((s) =>
-      s
-        .output()
-        .split('\n')
-        .some((l) => l.includes(made.data.task_id) && l.includes('task finished')),
-    )
-    expect(finishedBy).toHaveLength(1)
+    const finishedBy = () =>
+      [a, b].filter((s) =>
+        s
+          .output()
+          .split('\n')
+          .some((l) => l.includes(made.data.task_id) && l.includes('task finished')),
+      )
+    // Log lines are written in batches (at most 100 ms late): wait for the line, then count.
+    await vi.waitFor(() => expect(finishedBy().length).toBeGreaterThan(0))
+    expect(finishedBy()).toHaveLength(1)
   })
 })
