@@ -1,3 +1,4 @@
+import { byDayThenModel, DAY_MS, joinSplitSum, splitSumSql } from './activity.ts'
 import { randomUUID } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
@@ -104,8 +105,6 @@ export interface SqliteEngine extends Store {
   /** SQLite's automatic checkpoint threshold, in WAL pages. */
   setAutoCheckpoint(pages: number): void
 }
-
-const DAY_MS = 86_400_000
 
 /**
  * What the database thread answers for a `ledger.settle` that charged the record it was given,
@@ -673,12 +672,17 @@ export function openSqliteStore(
       )
       return r ? decodeRecord(r.record) : null
     },
-    async listByAccount(accountId, { limit, before }) {
+    async listByAccount(accountId, { limit, before, model }) {
+      // The model lives in the record's JSON: a filtered listing reads the account's rows.
+      const byModel = model === undefined ? '' : "AND json_extract(record, '$.model') = ?"
+      const modelParam = model === undefined ? [] : [model]
       const rows = read(() => {
         if (before === undefined) {
           return all<{ generation_id: string; record: string }>(
-            'SELECT generation_id, record FROM generations WHERE account_id = ? ORDER BY seq DESC LIMIT ?',
+            `SELECT generation_id, record FROM generations WHERE account_id = ? ${byModel}
+             ORDER BY seq DESC LIMIT ?`,
             accountId,
+            ...modelParam,
             limit + 1,
           )
         }
@@ -689,10 +693,11 @@ export function openSqliteStore(
         )
         if (!at) return []
         return all<{ generation_id: string; record: string }>(
-          `SELECT generation_id, record FROM generations WHERE account_id = ? AND seq < ?
+          `SELECT generation_id, record FROM generations WHERE account_id = ? AND seq < ? ${byModel}
            ORDER BY seq DESC LIMIT ?`,
           accountId,
           at.seq,
+          ...modelParam,
           limit + 1,
         )
       })
@@ -702,6 +707,45 @@ export function openSqliteStore(
         data: page.map((r) => decodeRecord(r.record)),
         nextCursor: more ? page.at(-1)!.generation_id : null,
       }
+    },
+    async activity(accountId, since, until) {
+      const [costHigh, costLow] = splitSumSql('cost')
+      const [upHigh, upLow] = splitSumSql("json_extract(record, '$.upstreamCost')")
+      const rows = read(() =>
+        all<{
+          day: number
+          model: string
+          requests: number
+          prompt: number | null
+          completion: number | null
+          cost_high: number
+          cost_low: number
+          up_high: number
+          up_low: number
+        }>(
+          `SELECT created_at - created_at % ${DAY_MS} AS day, json_extract(record, '$.model') AS model,
+             count(*) AS requests,
+             sum(json_extract(record, '$.usage.prompt_tokens')) AS prompt,
+             sum(json_extract(record, '$.usage.completion_tokens')) AS completion,
+             ${costHigh} AS cost_high, ${costLow} AS cost_low, ${upHigh} AS up_high, ${upLow} AS up_low
+           FROM generations WHERE account_id = ? AND created_at >= ? AND created_at < ?
+           GROUP BY 1, 2`,
+          accountId,
+          since,
+          until,
+        ),
+      )
+      return rows
+        .map((r) => ({
+          day: Number(r.day),
+          model: r.model,
+          requests: Number(r.requests),
+          promptTokens: Number(r.prompt ?? 0),
+          completionTokens: Number(r.completion ?? 0),
+          upstreamCost: joinSplitSum(r.up_high, r.up_low),
+          cost: joinSplitSum(r.cost_high, r.cost_low),
+        }))
+        .sort(byDayThenModel)
     },
   }
 
