@@ -34,6 +34,11 @@ import { modelsRoutes } from './routes/models.ts'
 import { predictionsRoutes } from './routes/predictions.ts'
 import { responsesRoutes } from './routes/responses.ts'
 import { outputsRoutes } from './routes/outputs.ts'
+import { operatorRoutes } from './routes/operator.ts'
+import { reportsRoutes } from './routes/reports.ts'
+import { loadConsoleAssets } from './console/assets.ts'
+import { consoleRoutes } from './console/routes.ts'
+import { createConsoleSessions, deriveSessionSecret } from './console/session.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -252,11 +257,25 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
 
   registerCors(app, server.cors)
+  // The browser console: its session cookie is also a credential of the /v1 and admin routes.
+  const consoleConfig = deps.config.console
+  const sessions = consoleConfig.enabled
+    ? createConsoleSessions({
+        store: deps.store,
+        adminKey: deps.config.adminKey,
+        secret: deriveSessionSecret(consoleConfig.sessionSecret, deps.signingKey),
+        ttlMs: consoleConfig.sessionTtlMs,
+        signInsPerMinute: consoleConfig.signInsPerMinute,
+        now: deps.now,
+      })
+    : undefined
+  if (sessions) await app.register(consoleRoutes, { deps, sessions, assets: loadConsoleAssets() })
   await app.register(healthRoutes, { deps })
   // Signed output URLs carry their own authorisation (no bearer header).
   await app.register(outputsRoutes, { deps })
   if (deps.config.adminKey !== undefined) {
-    await app.register(adminRoutes, { deps, adminKey: deps.config.adminKey })
+    await app.register(adminRoutes, { deps, adminKey: deps.config.adminKey, allow: sessions?.isAdmin })
+    await app.register(operatorRoutes, { deps, adminKey: deps.config.adminKey, allow: sessions?.isAdmin })
     await app.register(metricsRoutes, { deps, adminKey: deps.config.adminKey })
   }
   // Anthropic's Messages API: its own auth (x-api-key too) and error shape.
@@ -264,7 +283,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // Everything under /v1 and /routed needs an account.
   await app.register(async (api) => {
     api.addHook('onRequest', async (request) => {
-      request.account = await authenticate(request, deps.store.accounts)
+      request.account =
+        (await sessions?.accountFor(request)) ?? (await authenticate(request, deps.store.accounts))
     })
     await api.register(chatRoutes, { deps })
     await api.register(embeddingsRoutes, { deps })
@@ -273,6 +293,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(accountRoutes, { deps })
     await api.register(predictionsRoutes, { deps })
     await api.register(responsesRoutes, { deps })
+    await api.register(reportsRoutes, { deps })
   })
   return app
 }

@@ -255,6 +255,21 @@ export interface Config {
   database: DatabaseConfig
   routing: RoutingConfig
   predictions: PredictionsConfig
+  /** The browser console at /console (src/console/). */
+  console: ConsoleConfig
+}
+
+export interface ConsoleConfig {
+  enabled: boolean
+  /**
+   * Signs session cookies; instances that share it accept each other's sessions. Absent: a key derived
+   * from the output signing key (configured, or generated once and kept in the store).
+   */
+  sessionSecret?: string
+  /** How long a console session lasts after sign-in. */
+  sessionTtlMs: number
+  /** Sign-in attempts per minute from one client address. */
+  signInsPerMinute: number
 }
 
 export const DEV_KEY = 'sk-dev'
@@ -543,6 +558,20 @@ const fileSchema = z
       .strict()
       .default({}),
     routing: routingSchema.prefault({}),
+    console: z
+      .object({
+        enabled: z.boolean().optional(),
+        sessionSecret: z.string().min(32, 'must be at least 32 characters').optional(),
+        sessionTtlMs: z
+          .number()
+          .int()
+          .min(60_000)
+          .max(7 * 86_400_000)
+          .optional(),
+        signInsPerMinute: z.number().int().min(1).max(10_000).optional(),
+      })
+      .strict()
+      .default({}),
     predictions: z
       .object({
         maxTaskMs: timeoutMs.optional(),
@@ -628,6 +657,8 @@ const envSchema = z.object({
   GATEWAY_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   GATEWAY_OUTPUT_SIGNING_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
   MOCK_TASK_DELAY_MS: z.coerce.number().int().min(0).max(600_000).optional(),
+  GATEWAY_CONSOLE: z.enum(['on', 'off', 'true', 'false', '1', '0']).optional(),
+  GATEWAY_CONSOLE_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
 })
 
 /** Every environment variable the gateway reads itself (provider presets add their key and base URL). */
@@ -779,6 +810,15 @@ export function loadConfig(
     },
     routing,
     predictions: resolvePredictions(file.predictions, e),
+    console: {
+      enabled:
+        e.GATEWAY_CONSOLE === undefined
+          ? (file.console.enabled ?? true)
+          : ['on', 'true', '1'].includes(e.GATEWAY_CONSOLE),
+      sessionSecret: e.GATEWAY_CONSOLE_SECRET ?? file.console.sessionSecret,
+      sessionTtlMs: file.console.sessionTtlMs ?? 60 * 60_000,
+      signInsPerMinute: file.console.signInsPerMinute ?? 10,
+    },
   }
   // Every configured price must be chargeable from what its provider reports, or nothing starts.
   let table

@@ -30,12 +30,17 @@ export const errorCatalogue = {
   missing_api_key: { status: 401, type: 'authentication_error' },
   invalid_api_key: { status: 401, type: 'authentication_error' },
   invalid_admin_key: { status: 401, type: 'authentication_error' },
+  /** A console session cookie that is forged, signed out, or whose key was revoked. */
+  invalid_session: { status: 401, type: 'authentication_error' },
+  session_expired: { status: 401, type: 'authentication_error' },
   insufficient_credits: { status: 402, type: 'insufficient_credits' },
   /** An output URL whose signature is not the gateway's, or whose time is up. */
   invalid_signature: { status: 403, type: 'permission_error' },
   url_expired: { status: 403, type: 'permission_error' },
   /** A CORS preflight from an origin (or with a method or header) server.cors does not allow. */
   origin_not_allowed: { status: 403, type: 'permission_error' },
+  /** A state-changing call made with a console session but without its CSRF token. */
+  invalid_csrf_token: { status: 403, type: 'permission_error' },
   route_not_found: { status: 404, type: 'not_found_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
   file_not_found: { status: 404, type: 'not_found_error' },

@@ -14,6 +14,7 @@ export const DOC_PAGES = [
   'docs/predictions.md',
   'docs/providers.md',
   'docs/storage.md',
+  'docs/console.md',
   'docs/operations.md',
   'docs/development.md',
 ] as const
