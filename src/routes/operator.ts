@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
+import { toGenerationBody } from '../billing/generation.ts'
 import type { Deps } from '../deps.ts'
 import { GatewayError } from '../errors.ts'
 import { healthKey } from '../routing/health.ts'
@@ -24,6 +25,12 @@ export const operatorRoutes: FastifyPluginAsync<{
     const account = await deps.store.accounts.get(request.params.id)
     if (!account) throw new GatewayError('account_not_found', `account ${request.params.id} not found`)
     return activityReport(deps.store, account.id, days, deps.now())
+  })
+
+  app.get<{ Params: { id: string } }>('/admin/generations/:id', async (request) => {
+    const record = await deps.store.generations.get(request.params.id)
+    if (!record) throw new GatewayError('generation_not_found', `generation ${request.params.id} not found`)
+    return { ...toGenerationBody(record), account_id: record.accountId }
   })
 
   // Breakers and latencies are per instance (routing/health.ts): another instance may see otherwise.
