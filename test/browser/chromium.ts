@@ -33,14 +33,34 @@ export async function launchChromium(): Promise<Browser> {
   })
 }
 
-/** Where screenshots go: CONSOLE_SCREENSHOTS_DIR (npm run screenshots: docs/images), else a temp dir. */
+/** Where every screenshot goes: a temp dir (CONSOLE_SCREENSHOTS_ALL overrides). */
 export function screenshotDir(): string {
-  const dir = process.env.CONSOLE_SCREENSHOTS_DIR
-    ? resolve(process.env.CONSOLE_SCREENSHOTS_DIR)
-    : join(tmpdir(), 'junction-console-screenshots')
+  const dir = resolve(process.env.CONSOLE_SCREENSHOTS_ALL ?? join(tmpdir(), 'junction-console-screenshots'))
   mkdirSync(dir, { recursive: true })
   return dir
 }
+
+/**
+ * Where the documentation's screenshots are written too, when set (`npm run screenshots` sets
+ * docs/images): only the ones docs/console.md shows.
+ */
+export function docsScreenshotDir(): string | undefined {
+  const dir = process.env.CONSOLE_SCREENSHOTS_DIR
+  if (!dir) return undefined
+  mkdirSync(resolve(dir), { recursive: true })
+  return resolve(dir)
+}
+
+/** The screenshots docs/console.md shows. */
+export const DOC_SHOTS = new Set([
+  'console-sign-in-phone.png',
+  'console-overview-desktop.png',
+  'console-overview-phone.png',
+  'console-generation-desktop.png',
+  'console-predictions-desktop.png',
+  'console-admin-account-desktop.png',
+  'console-admin-deployments-desktop.png',
+])
 
 export const DESKTOP = { width: 1280, height: 800 }
 export const PHONE = { width: 360, height: 740 }

@@ -1,8 +1,9 @@
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, type TestGateway } from '../support/gateway.ts'
-import { DESKTOP, launchChromium, PHONE, screenshotDir } from './chromium.ts'
+import { DESKTOP, DOC_SHOTS, docsScreenshotDir, launchChromium, PHONE, screenshotDir } from './chromium.ts'
 
 // The console in headless Chromium against a real gateway on 127.0.0.1: an account signs in, reads its
 // balance, spend chart, generations and predictions (an audio output plays), and signs out; the
@@ -21,6 +22,7 @@ let context: BrowserContext
 let page: Page
 let otherGeneration = ''
 const shots = screenshotDir()
+const docsShots = docsScreenshotDir()
 
 /** What the test reads of an <audio> element in the page (the test's types have no DOM). */
 interface AudioLike {
@@ -69,10 +71,26 @@ async function allRecords(key: string) {
   }
 }
 
+/** Photographs the page at desktop and phone width (and keeps the documentation's in docs/images). */
 async function shoot(name: string) {
-  await page.screenshot({ path: join(shots, `console-${name}-desktop.png`), fullPage: true })
-  await page.setViewportSize(PHONE)
-  await page.screenshot({ path: join(shots, `console-${name}-phone.png`), fullPage: true })
+  for (const [width, viewport] of [
+    ['desktop', DESKTOP],
+    ['phone', PHONE],
+  ] as const) {
+    await page.setViewportSize(viewport)
+    // The chart follows its box's new width on the next frames.
+    await page.evaluate(
+      () =>
+        new Promise((resolve) => {
+          const raf = (globalThis as unknown as { requestAnimationFrame(f: () => void): void })
+            .requestAnimationFrame
+          raf(() => raf(() => resolve(null)))
+        }),
+    )
+    const file = `console-${name}-${width}.png`
+    const png = await page.screenshot({ path: join(shots, file), fullPage: true })
+    if (docsShots && DOC_SHOTS.has(file)) writeFileSync(join(docsShots, file), png)
+  }
   await page.setViewportSize(DESKTOP)
 }
 
