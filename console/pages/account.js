@@ -54,7 +54,8 @@ export async function spendSection(ctx, activityPath, initialDays = 30) {
 }
 
 export async function overviewPage(ctx) {
-  const account = await api('/v1/account')
+  // Both at once: the page shows when the slower one is in.
+  const [account, spend] = await Promise.all([api('/v1/account'), spendSection(ctx, '/v1/activity')])
   const c = account.credits
   return [
     h('h1', {}, account.name),
@@ -67,7 +68,7 @@ export async function overviewPage(ctx) {
       stat('Used so far', usd(c.total_usage)),
       stat('Discount', percent(account.discount_percent)),
     ),
-    await spendSection(ctx, '/v1/activity'),
+    spend,
   ]
 }
 
