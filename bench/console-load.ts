@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { chromium } from 'playwright-core'
+import { chromium, type Page } from 'playwright-core'
 import { buildApp } from '../src/app.ts'
 import { loadConfig } from '../src/config.ts'
 import { createDeps } from '../src/deps.ts'
@@ -57,7 +57,7 @@ const browser = await chromium.launch({
 })
 
 /** ms from navigation start to the overview's chart drawn; `reload` loads the same page again. */
-async function visit(page: import('playwright-core').Page, reload = false): Promise<number> {
+async function visit(page: Page, reload = false): Promise<number> {
   if (reload) await page.reload()
   else await page.goto(`${origin}/console#/overview`)
   await page.locator('main[data-page="overview"]:not([aria-busy]) .chart canvas').waitFor()
