@@ -5,12 +5,13 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify'
-import { authenticate } from './auth.ts'
+import { admitKey, authenticate } from './auth.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
 import {
   createClientErrorHandler,
   createLingerSlots,
+  limitConnectionsPerAddress,
   watchBody,
   writeRawError,
   type LingerSlots,
@@ -18,6 +19,7 @@ import {
 import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
 import { closeIfBodyUnread, prepareErrorReply } from './http/error-reply.ts'
 import { accountRoutes } from './routes/account.ts'
+import { keysRoutes } from './routes/keys.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { chatRoutes } from './routes/chat.ts'
 import { messagesRoutes } from './routes/messages.ts'
@@ -46,6 +48,8 @@ declare module 'fastify' {
     bodyBudget: BodyBudget
     /** Connections lingering after an early answer, per account (http/connection.ts). */
     lingerSlots: LingerSlots
+    /** Open connections per client address, capped by server.maxConnectionsPerAddress. */
+    connectionsByAddress: { count(address: string): number }
   }
   interface FastifyRequest {
     /** What the request's one log line and its metrics report. */
@@ -114,8 +118,13 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true },
   })
   app.decorateRequest('account', null as never)
+  app.decorateRequest('apiKey', null as never)
   app.decorateRequest('junction', null as never)
   app.decorate('lingerSlots', createLingerSlots(LINGER_SLOTS_PER_ACCOUNT))
+  app.decorate(
+    'connectionsByAddress',
+    limitConnectionsPerAddress(app.server, server.maxConnectionsPerAddress),
+  )
   app.decorate(
     'bodyBudget',
     createBodyBudget(server.maxBufferedBodyBytes, server.maxBufferedBodyBytesPerAccount),
@@ -283,14 +292,17 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // Everything under /v1 and /routed needs an account.
   await app.register(async (api) => {
     api.addHook('onRequest', async (request) => {
-      request.account =
-        (await sessions?.accountFor(request)) ?? (await authenticate(request, deps.store.accounts))
+      admitKey(
+        request,
+        (await sessions?.keyFor(request)) ?? (await authenticate(request, deps.store.accounts, deps.now())),
+      )
     })
     await api.register(chatRoutes, { deps })
     await api.register(embeddingsRoutes, { deps })
     await api.register(filesRoutes, { deps })
     await api.register(modelsRoutes, { deps })
     await api.register(accountRoutes, { deps })
+    await api.register(keysRoutes, { deps })
     await api.register(predictionsRoutes, { deps })
     await api.register(responsesRoutes, { deps })
     await api.register(reportsRoutes, { deps })

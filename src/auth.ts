@@ -1,35 +1,55 @@
 import type { FastifyRequest } from 'fastify'
 import { hashKey } from './config.ts'
 import { GatewayError } from './errors.ts'
-import type { Account, AccountStore } from './store/types.ts'
+import type { Account, AccountStore, ApiKeyRecord, KeyLookup } from './store/types.ts'
 
 declare module 'fastify' {
   interface FastifyRequest {
     account: Account
+    /** The key the request was made with, and its settings (limits, models, role). */
+    apiKey: ApiKeyRecord
+  }
+  interface FastifyContextConfig {
+    /**
+     * Which keys may call the route: `inference` (the default: keys that call models), `management`
+     * (only management keys: the account's key API), `any` (reads of the account: credits, usage).
+     */
+    keys?: KeyRole
   }
 }
+
+export type KeyRole = 'inference' | 'management' | 'any'
 
 const bearer = /^Bearer\s+(\S+)\s*$/i
 
 /**
  * Bearer auth by hash lookup: the key is hashed and the hash looked up, so no key is ever compared
- * character by character or kept in plain text. Neither the key nor the header is ever logged.
+ * character by character or kept in plain text. Neither the key nor the header is ever logged. A
+ * disabled or expired key is refused (401) like an unknown one, with its own code.
  */
-export async function authenticate(request: FastifyRequest, accounts: AccountStore): Promise<Account> {
+export async function authenticate(
+  request: FastifyRequest,
+  accounts: AccountStore,
+  now: number,
+): Promise<KeyLookup> {
   const header = request.headers.authorization
   if (header === undefined || header === '') {
     throw new GatewayError('missing_api_key', 'missing API key: send Authorization: Bearer <key>')
   }
-  return findAccount(bearer.exec(header)?.[1], accounts)
+  return findKey(bearer.exec(header)?.[1], accounts, now)
 }
 
 /**
  * The Anthropic dialect's auth: `x-api-key: <key>` as Anthropic's SDK sends it, or a bearer token
  * (Claude Code sends either). Checked the same way as authenticate.
  */
-export async function authenticateApiKey(request: FastifyRequest, accounts: AccountStore): Promise<Account> {
+export async function authenticateApiKey(
+  request: FastifyRequest,
+  accounts: AccountStore,
+  now: number,
+): Promise<KeyLookup> {
   const apiKey = request.headers['x-api-key']
-  if (typeof apiKey === 'string' && apiKey !== '') return findAccount(apiKey.trim(), accounts)
+  if (typeof apiKey === 'string' && apiKey !== '') return findKey(apiKey.trim(), accounts, now)
   const header = request.headers.authorization
   if (header === undefined || header === '') {
     throw new GatewayError(
@@ -37,11 +57,67 @@ export async function authenticateApiKey(request: FastifyRequest, accounts: Acco
       'missing API key: send x-api-key: <key> or Authorization: Bearer <key>',
     )
   }
-  return findAccount(bearer.exec(header)?.[1], accounts)
+  return findKey(bearer.exec(header)?.[1], accounts, now)
 }
 
-async function findAccount(key: string | undefined, accounts: AccountStore): Promise<Account> {
-  const account = key === undefined || key.length > 512 ? null : await accounts.findByKeyHash(hashKey(key))
-  if (!account) throw new GatewayError('invalid_api_key', 'invalid API key')
-  return account
+async function findKey(key: string | undefined, accounts: AccountStore, now: number): Promise<KeyLookup> {
+  const found = key === undefined || key.length > 512 ? null : await accounts.findKey(hashKey(key))
+  if (!found) throw new GatewayError('invalid_api_key', 'invalid API key')
+  if (found.key.disabled) throw new GatewayError('key_disabled', 'this API key is disabled')
+  const expiresAt = found.key.expiresAt
+  if (expiresAt !== undefined && expiresAt !== null && expiresAt <= now) {
+    throw new GatewayError('key_expired', `this API key expired at ${new Date(expiresAt).toISOString()}`)
+  }
+  return found
+}
+
+/**
+ * Sets the request's account and key, then checks the key's role against the route's (`keys` in the
+ * route's config): a management key never calls a model, an inference key never manages keys (403).
+ */
+export function admitKey(request: FastifyRequest, found: KeyLookup): void {
+  request.account = found.account
+  request.apiKey = found.key
+  const role = request.routeOptions.config?.keys ?? 'inference'
+  if (role === 'any') return
+  if (found.key.management === true && role === 'inference') {
+    throw new GatewayError(
+      'management_key_not_allowed',
+      'a management key only manages the account’s keys and reads its usage; use an inference key to call models',
+    )
+  }
+  if (found.key.management !== true && role === 'management') {
+    throw new GatewayError('management_key_required', 'a management key of the account is required')
+  }
+}
+
+/** Whether `slug` is one of the key's allowed models: a slug, or a pattern where `*` stands for anything. */
+export function modelAllowed(key: ApiKeyRecord | undefined, slug: string): boolean {
+  const allowed = key?.allowedModels
+  if (allowed === undefined || allowed === null) return true
+  return allowed.some((p) => (p.includes('*') ? globToRegExp(p).test(slug) : p === slug))
+}
+
+/** 403 `model_not_allowed` naming the model, unless the key may call it. */
+export function assertModelAllowed(key: ApiKeyRecord | undefined, slug: string): void {
+  if (!modelAllowed(key, slug)) {
+    throw new GatewayError('model_not_allowed', `this API key may not call the model ${slug}`, {
+      param: 'model',
+    })
+  }
+}
+
+const globs = new Map<string, RegExp>()
+function globToRegExp(pattern: string): RegExp {
+  let re = globs.get(pattern)
+  if (!re) {
+    const body = pattern
+      .split('*')
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*')
+    re = new RegExp(`^${body}$`)
+    if (globs.size > 1000) globs.clear()
+    globs.set(pattern, re)
+  }
+  return re
 }

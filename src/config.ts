@@ -221,6 +221,8 @@ export interface Config {
     bodyRateWindowMs: number
     /** Deepest nesting of objects and arrays a JSON body may have (400 `too_deep` past it). */
     maxJsonDepth: number
+    /** Open connections one client address may hold; past it a new one is closed at once. 0: no limit. */
+    maxConnectionsPerAddress: number
     /** Browser access to /v1 and /routed/v1 (http/cors.ts); off while allowedOrigins is empty. */
     cors: CorsConfig
   }
@@ -507,6 +509,7 @@ const fileSchema = z
         bodyMinBytesPerSecond: z.number().int().min(0).optional(),
         bodyRateWindowMs: z.number().int().positive().optional(),
         maxJsonDepth: z.number().int().min(2).max(1000).optional(),
+        maxConnectionsPerAddress: z.number().int().min(0).optional(),
         cors: z
           .object({
             /** Exact origins (`https://app.example.com`) or `*`. */
@@ -774,6 +777,7 @@ export function loadConfig(
       bodyMinBytesPerSecond: file.server.bodyMinBytesPerSecond ?? 1024,
       bodyRateWindowMs: file.server.bodyRateWindowMs ?? 10_000,
       maxJsonDepth: file.server.maxJsonDepth ?? 64,
+      maxConnectionsPerAddress: file.server.maxConnectionsPerAddress ?? 0,
       cors: { allowedOrigins: file.server.cors?.allowedOrigins ?? [] },
     },
     limits: {

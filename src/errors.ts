@@ -25,6 +25,7 @@ export const errorCatalogue = {
   invalid_request: { status: 400, type: 'invalid_request_error' },
   too_deep: { status: 400, type: 'invalid_request_error' },
   file_limit_exceeded: { status: 400, type: 'invalid_request_error' },
+  too_many_keys: { status: 400, type: 'invalid_request_error' },
   /** The provider rejected the request as the client's fault; its (scrubbed) message is kept. */
   upstream_invalid_request: { status: 400, type: 'invalid_request_error' },
   missing_api_key: { status: 401, type: 'authentication_error' },
@@ -33,7 +34,12 @@ export const errorCatalogue = {
   /** A console session cookie that is forged, signed out, or whose key was revoked. */
   invalid_session: { status: 401, type: 'authentication_error' },
   session_expired: { status: 401, type: 'authentication_error' },
+  /** A key its account disabled, or one past its `expires_at`. */
+  key_disabled: { status: 401, type: 'authentication_error' },
+  key_expired: { status: 401, type: 'authentication_error' },
   insufficient_credits: { status: 402, type: 'insufficient_credits' },
+  /** The key spent its limit (in its current window): the account may still have credits. */
+  key_limit_exceeded: { status: 402, type: 'insufficient_credits' },
   /** An output URL whose signature is not the gateway's, or whose time is up. */
   invalid_signature: { status: 403, type: 'permission_error' },
   url_expired: { status: 403, type: 'permission_error' },
@@ -41,6 +47,11 @@ export const errorCatalogue = {
   origin_not_allowed: { status: 403, type: 'permission_error' },
   /** A state-changing call made with a console session but without its CSRF token. */
   invalid_csrf_token: { status: 403, type: 'permission_error' },
+  /** A key whose `allowed_models` does not cover the model asked for. */
+  model_not_allowed: { status: 403, type: 'permission_error' },
+  /** A management key on a route that calls a model, or an inference key on the key API. */
+  management_key_not_allowed: { status: 403, type: 'permission_error' },
+  management_key_required: { status: 403, type: 'permission_error' },
   route_not_found: { status: 404, type: 'not_found_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
   file_not_found: { status: 404, type: 'not_found_error' },

@@ -22,6 +22,8 @@ export function toGenerationBody(r: GenerationRecord) {
     finishReason: r.finishReason,
     cancelled: r.cancelled,
     cost_source: r.costSource,
+    /** The hash of the API key that made it (as `GET /v1/keys/{hash}` names it); never the key. */
+    key_hash: r.keyHash ?? null,
     /**
      * What the upstream's usage priced beyond what the request could be charged (its hold plus the
      * account's overdraft): not in `cost`, so `cost = upstream_cost - discount - unbilled_overage.usd`.

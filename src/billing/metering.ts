@@ -1,11 +1,15 @@
 import type { Logger } from 'pino'
+import { assertModelAllowed } from '../auth.ts'
 import type { Config, ModelType } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import type { Usage } from '../providers/types.ts'
 import type { Deployment } from '../routing/model-table.ts'
 import type {
   Account,
+  ApiKeyRecord,
   AttemptRecord,
+  KeyHold,
+  RateCheck,
   CostSource,
   GenerationRecord,
   GenerationUsage,
@@ -54,6 +58,16 @@ export function createMeteringStats(): MeteringStats {
 
 export interface AdmitRequest {
   account: Account
+  /**
+   * The key the request was made with: its allowed models (403), rate limits and spending limit
+   * (402 `key_limit_exceeded`) apply on top of the account's.
+   */
+  key?: ApiKeyRecord
+  /**
+   * The hold names the key even without a limit, so that a settle from elsewhere (a prediction's,
+   * whose record is built from its task) charges the key too.
+   */
+  holdKey?: boolean
   slug: string
   generationId: string
   /** Upper bound of the request's upstream cost before discount (see `costBound`). */
@@ -80,12 +94,33 @@ export interface Admission {
    * the account has no such limit (nothing was counted, so there is nothing to correct).
    */
   tokenEstimate: number | null
+  /** The tokens-per-minute windows that counted it (the account's, the key's), corrected when it ends. */
+  tokenKeys: string[]
   /** X-RateLimit-* headers for the answer. */
   headers: Record<string, string>
 }
 
 const tpmKey = (accountId: string) => `tpm:${accountId}`
 const rpmKey = (accountId: string) => `rpm:${accountId}`
+// A key's own windows, apart from any account's.
+const keyTpmKey = (keyHash: string) => `ktpm:${keyHash}`
+const keyRpmKey = (keyHash: string) => `krpm:${keyHash}`
+const scopeOf = (check: RateCheck | undefined): RateScope =>
+  check?.key.startsWith('rpm:')
+    ? 'account-requests'
+    : check?.key.startsWith('krpm:')
+      ? 'key-requests'
+      : check?.key.startsWith('ktpm:')
+        ? 'key-tokens'
+        : 'account-tokens'
+
+/** What a request made with `key` holds against the key's limit; undefined: nothing of the key. */
+function keyHoldOf(key: ApiKeyRecord | undefined, always: boolean): KeyHold | undefined {
+  if (!key) return undefined
+  const limit = key.limit ?? null
+  if (limit === null && !always) return undefined
+  return { hash: key.hash, limit, limitReset: key.limitReset ?? null }
+}
 
 /** The account's discount on this model: a per-model discount wins over the account's own. */
 export function discountFor(account: Account, slug: string): number {
@@ -99,17 +134,26 @@ export function discountFor(account: Account, slug: string): number {
  */
 export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admission> {
   const { store, config } = deps
+  assertModelAllowed(r.key, r.slug)
   const defaults = config.limits.defaultRateLimits
   const rpmLimit = r.account.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute
   const tpmLimit = r.account.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute
-  const checks = []
+  const keyRpm = r.key?.rateLimits?.requestsPerMinute
+  const keyTpm = r.key?.rateLimits?.tokensPerMinute
+  const checks: RateCheck[] = []
   if (rpmLimit !== undefined && r.requestCounted !== true)
     checks.push({ key: rpmKey(r.account.id), amount: 1, limit: rpmLimit })
-  if (tpmLimit !== undefined)
-    checks.push({ key: tpmKey(r.account.id), amount: r.tokenEstimate, limit: tpmLimit })
+  if (keyRpm !== undefined && r.requestCounted !== true)
+    checks.push({ key: keyRpmKey(r.key!.hash), amount: 1, limit: keyRpm })
+  const tokenKeys: string[] = []
+  if (tpmLimit !== undefined) tokenKeys.push(tpmKey(r.account.id))
+  if (keyTpm !== undefined) tokenKeys.push(keyTpmKey(r.key!.hash))
+  for (const key of tokenKeys) {
+    checks.push({ key, amount: r.tokenEstimate, limit: key.startsWith('k') ? keyTpm! : tpmLimit! })
+  }
   const discountPpm = r.discountPpm ?? discountFor(r.account, r.slug)
-  // One store call: the limits, then (when they allow it) the hold.
-  const { allowed, decisions, reservation } = await store.admission.reserve(
+  // One store call: the limits, then (when they allow it) the hold, bounded by the key's limit too.
+  const { allowed, decisions, reservation, keyLimited } = await store.admission.reserve(
     checks,
     RATE_WINDOW_MS,
     r.account.id,
@@ -117,21 +161,45 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
     r.costBound - applyPpm(r.costBound, discountPpm),
     r.now,
     r.ttlMs,
+    keyHoldOf(r.key, r.holdKey === true),
   )
   let headers: Record<string, string> = {}
   if (checks.length > 0) {
     if (!allowed) {
       const i = decisions.findIndex((d) => !d.allowed)
       const refused = decisions[i] ?? (decisions[0] as RateDecision)
-      throw rateLimited(checks[i]?.key.startsWith('rpm:') ? 'requests' : 'tokens', refused, r.now)
+      throw rateLimited(scopeOf(checks[i]), refused, r.now)
     }
     // The answer's X-RateLimit-* describe the requests limit when there is one (set at its check).
     if (rpmLimit === undefined || r.requestCounted !== true)
       headers = rateHeaders(decisions[0] as RateDecision, r.now)
   }
-  if (!reservation) throw new GatewayError('insufficient_credits', 'the account has no credits left')
-  return { reservation, discountPpm, tokenEstimate: tpmLimit === undefined ? null : r.tokenEstimate, headers }
+  if (!reservation) {
+    if (keyLimited) throw keyLimitExceeded(r.key!)
+    throw new GatewayError('insufficient_credits', 'the account has no credits left')
+  }
+  return {
+    reservation,
+    discountPpm,
+    tokenEstimate: tokenKeys.length === 0 ? null : r.tokenEstimate,
+    tokenKeys,
+    headers,
+  }
 }
+
+function keyLimitExceeded(key: ApiKeyRecord): GatewayError {
+  const reset = key.limitReset ? ` (it starts over ${RESET_WHEN[key.limitReset]})` : ''
+  return new GatewayError(
+    'key_limit_exceeded',
+    `this API key has spent its limit of $${toUsd(key.limit ?? 0n)}${reset}`,
+  )
+}
+
+const RESET_WHEN = {
+  daily: 'at 00:00 UTC',
+  weekly: 'on Monday 00:00 UTC',
+  monthly: 'on the 1st at 00:00 UTC',
+} as const
 
 export interface RequestAdmission {
   /** X-RateLimit-* headers of the requests-per-minute limit ({} when the account has none). */
@@ -149,22 +217,29 @@ export async function admitRequest(
   account: Account,
   now: number,
   check: { credits: boolean } = { credits: true },
+  key?: ApiKeyRecord,
 ): Promise<RequestAdmission> {
   const limit = account.rateLimits.requestsPerMinute ?? deps.config.limits.defaultRateLimits.requestsPerMinute
-  if (limit === undefined && !check.credits) return { headers: {} }
-  // One store call: the limit, then (when it allows the request) whether anything is left to hold.
+  const keyLimit = key?.rateLimits?.requestsPerMinute
+  const checks: RateCheck[] = []
+  if (limit !== undefined) checks.push({ key: rpmKey(account.id), amount: 1, limit })
+  if (keyLimit !== undefined) checks.push({ key: keyRpmKey(key!.hash), amount: 1, limit: keyLimit })
+  if (checks.length === 0 && !check.credits) return { headers: {} }
+  // One store call: the limits, then (when they allow the request) whether anything is left to hold.
   const { allowed, decisions, hasCredits } = await deps.store.admission.beforeBody(
     account.id,
-    limit === undefined ? [] : [{ key: rpmKey(account.id), amount: 1, limit }],
+    checks,
     RATE_WINDOW_MS,
     now,
     check.credits,
   )
   let headers: Record<string, string> = {}
-  if (limit !== undefined) {
-    const d = decisions[0] as RateDecision
-    if (!allowed) throw rateLimited('requests', d, now)
-    headers = rateHeaders(d, now)
+  if (checks.length > 0) {
+    if (!allowed) {
+      const i = decisions.findIndex((d) => !d.allowed)
+      throw rateLimited(scopeOf(checks[i]), decisions[i] ?? (decisions[0] as RateDecision), now)
+    }
+    headers = rateHeaders(decisions[0] as RateDecision, now)
   }
   if (hasCredits === false) {
     throw new GatewayError('insufficient_credits', 'the account has no credits left')
@@ -200,6 +275,8 @@ const max = (...v: bigint[]): bigint => v.reduce((a, b) => (b > a ? b : a))
 export interface RecordInput {
   generationId: string
   accountId: string
+  /** The hash of the key that made it. */
+  keyHash?: string
   api: string
   slug: string
   deployment: Deployment
@@ -240,6 +317,7 @@ export function buildRecord(i: RecordInput): GenerationRecord {
     discount,
     cost: upstreamCost - discount,
     ...(i.attempts && i.attempts.length > 0 ? { attempts: i.attempts } : {}),
+    ...(i.keyHash !== undefined ? { keyHash: i.keyHash } : {}),
   }
 }
 
@@ -250,6 +328,8 @@ export interface Settlement {
   held?: Money
   /** The token estimate admission counted, corrected to the actual total here; null: none was counted. */
   tokenEstimate: number | null
+  /** The windows it was counted in (`Admission.tokenKeys`); absent: the account's. */
+  tokenKeys?: readonly string[]
   now: number
 }
 
@@ -283,8 +363,10 @@ export async function settle(deps: MeteringDeps, s: Settlement): Promise<Generat
       await new Promise((resolve) => setTimeout(resolve, 50 * 4 ** (attempt - 1)))
     }
   }
-  if (s.tokenEstimate !== null)
-    await adjustTokens(deps, s.record.accountId, s.record.usage.total_tokens - s.tokenEstimate, s.now)
+  if (s.tokenEstimate !== null) {
+    const delta = s.record.usage.total_tokens - s.tokenEstimate
+    for (const key of s.tokenKeys ?? [tpmKey(s.record.accountId)]) await adjustTokens(deps, key, delta, s.now)
+  }
   if (!charged) return s.record
   const over = charged.unbilledOverage
   if (over) {
@@ -313,6 +395,7 @@ export async function release(
   reservation: ReservationRef,
   tokenEstimate: number | null,
   now: number,
+  tokenKeys: readonly string[] = [tpmKey(reservation.accountId)],
 ): Promise<void> {
   try {
     await deps.store.ledger.release(reservation)
@@ -320,15 +403,15 @@ export async function release(
     // The reservation then expires by its TTL.
     deps.log.warn({ err, reservation: reservation.id }, 'could not release a reservation')
   }
-  await adjustTokens(deps, reservation.accountId, -(tokenEstimate ?? 0), now)
+  for (const key of tokenKeys) await adjustTokens(deps, key, -(tokenEstimate ?? 0), now)
 }
 
-async function adjustTokens(deps: MeteringDeps, accountId: string, delta: number, now: number) {
+async function adjustTokens(deps: MeteringDeps, key: string, delta: number, now: number) {
   if (delta === 0) return
   try {
-    await deps.store.rateLimits.adjust(tpmKey(accountId), delta, RATE_WINDOW_MS, now)
+    await deps.store.rateLimits.adjust(key, delta, RATE_WINDOW_MS, now)
   } catch (err) {
-    deps.log.warn({ err, accountId }, 'could not correct the tokens-per-minute count')
+    deps.log.warn({ err, window: key }, 'could not correct the tokens-per-minute count')
   }
 }
 
@@ -386,14 +469,17 @@ function rateHeaders(d: RateDecision, t: number): Record<string, string> {
   }
 }
 
-function rateLimited(what: 'requests' | 'tokens', d: RateDecision, t: number): GatewayError {
+type RateScope = 'account-requests' | 'account-tokens' | 'key-requests' | 'key-tokens'
+
+function rateLimited(scope: RateScope, d: RateDecision, t: number): GatewayError {
   const headers = rateHeaders(d, t)
   headers['retry-after'] = String(Math.max(1, Math.ceil((d.resetAt - t) / 1000)))
-  // Tells this 429 (the account's own limit) from an upstream's (`x-ratelimit-scope: upstream`).
-  headers['x-ratelimit-scope'] = what === 'requests' ? 'account-requests' : 'account-tokens'
+  // Tells this 429 (the account's or the key's own limit) from an upstream's (`x-ratelimit-scope: upstream`).
+  headers['x-ratelimit-scope'] = scope
+  const [whose, what] = scope.split('-') as [string, string]
   return new GatewayError(
     'rate_limit_exceeded',
-    `the account's rate limit of ${d.limit} ${what} per minute is reached`,
+    `the ${whose === 'key' ? 'API key' : 'account'}'s rate limit of ${d.limit} ${what} per minute is reached`,
     { headers },
   )
 }

@@ -5,7 +5,7 @@ import { fromZodError, GatewayError } from '../errors.ts'
 import type { ConsoleAssets } from './assets.ts'
 import { SESSION_COOKIE, type ConsoleSessions } from './session.ts'
 import type { SessionClaims } from './token.ts'
-import type { Account } from '../store/types.ts'
+import type { Account, ApiKeyRecord } from '../store/types.ts'
 
 // GET /console (the page), its assets, and the session: POST signs in with a key, GET tells who is
 // signed in (and hands the page its CSRF token again after a reload), DELETE signs out.
@@ -51,10 +51,12 @@ export const consoleRoutes: FastifyPluginAsync<{
     if (secure(request)) attributes.push('Secure')
     reply.header('set-cookie', attributes.join('; '))
   }
-  const sessionBody = (claims: SessionClaims, account: Account | null) => ({
+  const sessionBody = (claims: SessionClaims, account: Account | null, key: ApiKeyRecord | null) => ({
     object: 'console_session',
     role: claims.role,
     account: account ? { id: account.id, name: account.name } : null,
+    // A management key's session manages the account's keys; an inference key's reads them.
+    management: key?.management === true,
     admin_api: deps.config.adminKey !== undefined,
     csrf_token: sessions.csrf(claims),
     expires_at: Math.floor(claims.exp / 1000),
@@ -93,15 +95,15 @@ export const consoleRoutes: FastifyPluginAsync<{
   app.post('/console/session', async (request, reply) => {
     const parsed = signInBody.safeParse(request.body ?? {}, { reportInput: false })
     if (!parsed.success) throw fromZodError(parsed.error)
-    const { token, claims, account } = await sessions.signIn(parsed.data.key.trim(), request.ip)
+    const { token, claims, account, key } = await sessions.signIn(parsed.data.key.trim(), request.ip)
     setCookie(request, reply, token, ttlSeconds)
-    return reply.header('cache-control', 'no-store').send(sessionBody(claims, account))
+    return reply.header('cache-control', 'no-store').send(sessionBody(claims, account, key))
   })
 
   app.get('/console/session', async (request, reply) => {
     const found = await sessions.fromRequest(request)
     if (!found) throw new GatewayError('invalid_session', 'not signed in')
-    return reply.header('cache-control', 'no-store').send(sessionBody(found.claims, found.account))
+    return reply.header('cache-control', 'no-store').send(sessionBody(found.claims, found.account, found.key))
   })
 
   app.delete('/console/session', async (request, reply) => {

@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import type { FastifyRequest } from 'fastify'
 import { hashKey } from '../config.ts'
 import { GatewayError } from '../errors.ts'
-import type { Account, Store } from '../store/types.ts'
+import type { Account, ApiKeyRecord, KeyLookup, Store } from '../store/types.ts'
 import {
   csrfToken,
   isCsrfToken,
@@ -36,6 +36,15 @@ export interface SignedIn {
   token: string
   claims: SessionClaims
   account: Account | null
+  /** The key that signed in (an account's session). */
+  key: ApiKeyRecord | null
+}
+
+/** What a session's cookie stands for: the operator, or an account's key (as a key in a header would). */
+export interface SessionFound {
+  claims: SessionClaims
+  account: Account | null
+  key: ApiKeyRecord | null
 }
 
 export interface ConsoleSessions {
@@ -46,9 +55,12 @@ export interface ConsoleSessions {
    * of its own (the key wins). A forged, expired or revoked session is a 401; a state-changing call
    * without the session's CSRF token a 403.
    */
-  fromRequest(request: FastifyRequest): Promise<{ claims: SessionClaims; account: Account | null } | null>
-  /** The account of the request's session, for the /v1 routes; null when it has none (see fromRequest). */
-  accountFor(request: FastifyRequest): Promise<Account | null>
+  fromRequest(request: FastifyRequest): Promise<SessionFound | null>
+  /**
+   * The account and key of the request's session, for the /v1 routes (which then judge the key's role
+   * as for a key sent in a header); null when the request has no session (see fromRequest).
+   */
+  keyFor(request: FastifyRequest): Promise<KeyLookup | null>
   /** Whether the request's session is the operator's (for the admin routes). */
   isAdmin(request: FastifyRequest): Promise<boolean>
   revoke(claims: SessionClaims): Promise<void>
@@ -78,7 +90,11 @@ export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSession
     return !r.allowed
   }
 
-  async function verify(token: string): Promise<{ claims: SessionClaims; account: Account | null }> {
+  /** Whether a key may still be used: not disabled, not expired. */
+  const usable = (key: ApiKeyRecord, now: number): boolean =>
+    key.disabled !== true && (key.expiresAt === undefined || key.expiresAt === null || key.expiresAt > now)
+
+  async function verify(token: string): Promise<SessionFound> {
     const claims = verifySession(secret, token)
     if (!claims) throw new GatewayError('invalid_session', 'invalid console session: sign in again')
     if (claims.exp <= o.now()) {
@@ -91,15 +107,20 @@ export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSession
       if (adminTag === undefined || claims.admin !== adminTag) {
         throw new GatewayError('invalid_session', 'invalid console session: sign in again')
       }
-      return { claims, account: null }
+      return { claims, account: null, key: null }
     }
-    // The key that signed in must still be there: revoking it ends its sessions too.
+    // The key that signed in must still be usable: revoking, disabling or expiring it ends its sessions.
     const account = claims.account === undefined ? null : await store.accounts.get(claims.account)
-    const keys = account ? await store.accounts.listKeys(account.id) : []
-    if (!account || !keys.some((k) => k.id === claims.key)) {
-      throw new GatewayError('invalid_session', 'the key of this console session was revoked: sign in again')
+    const key = account
+      ? (await store.accounts.listKeys(account.id)).find((k) => k.id === claims.key)
+      : undefined
+    if (!account || !key || !usable(key, o.now())) {
+      throw new GatewayError(
+        'invalid_session',
+        'the key of this console session was revoked, disabled or has expired: sign in again',
+      )
     }
-    return { claims, account }
+    return { claims, account, key }
   }
 
   const sessions: ConsoleSessions = {
@@ -120,16 +141,13 @@ export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSession
       const base = { sid: randomBytes(18).toString('base64url'), iat: now, exp: now + ttlMs }
       if (adminDigest && timingSafeEqual(digest(key), adminDigest)) {
         const claims: SessionClaims = { ...base, role: 'admin', admin: adminTag }
-        return { token: signSession(secret, claims), claims, account: null }
+        return { token: signSession(secret, claims), claims, account: null, key: null }
       }
-      const hash = hashKey(key)
-      const account = await store.accounts.findByKeyHash(hash)
-      const record = account
-        ? (await store.accounts.listKeys(account.id)).find((k) => k.hash === hash)
-        : undefined
-      if (!account || !record) throw refuse()
-      const claims: SessionClaims = { ...base, role: 'account', account: account.id, key: record.id }
-      return { token: signSession(secret, claims), claims, account }
+      const found = await store.accounts.findKey(hashKey(key))
+      // A disabled or expired key is refused as an unknown one: the same answer whatever is wrong.
+      if (!found || !usable(found.key, now)) throw refuse()
+      const claims: SessionClaims = { ...base, role: 'account', account: found.account.id, key: found.key.id }
+      return { token: signSession(secret, claims), claims, account: found.account, key: found.key }
     },
 
     async fromRequest(request) {
@@ -150,16 +168,16 @@ export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSession
       return found
     },
 
-    async accountFor(request) {
+    async keyFor(request) {
       const found = await sessions.fromRequest(request)
       if (!found) return null
-      if (!found.account) {
+      if (!found.account || !found.key) {
         throw new GatewayError(
           'invalid_session',
           'an operator session has no account: use the admin routes or sign in with an account key',
         )
       }
-      return found.account
+      return { account: found.account, key: found.key }
     },
 
     async isAdmin(request) {

@@ -1,5 +1,5 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { Socket } from 'node:net'
+import type { Server, Socket } from 'node:net'
 import { GatewayError, toErrorBody } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 
@@ -204,4 +204,32 @@ export function watchBody(raw: IncomingMessage, watch: BodyWatch, onStall: (stal
   timer.unref()
   raw.once('end', stop)
   raw.once('close', stop)
+}
+
+/**
+ * Caps the connections one client address holds open at once: past `max`, a new connection is
+ * closed as soon as it is accepted, before any byte of it is parsed. A flood of connections from one
+ * address (each sending its body slowly, reconnecting as soon as it is cut) then costs an accept and
+ * a close each, not a parser, a body watch and an admission. Off (0) by default: behind a reverse
+ * proxy every connection comes from the proxy's address.
+ */
+export function limitConnectionsPerAddress(server: Server, max: number): { count(address: string): number } {
+  const open = new Map<string, number>()
+  if (max > 0) {
+    server.on('connection', (socket: Socket) => {
+      const address = socket.remoteAddress ?? ''
+      const n = open.get(address) ?? 0
+      if (n >= max) {
+        socket.destroy()
+        return
+      }
+      open.set(address, n + 1)
+      socket.once('close', () => {
+        const left = (open.get(address) ?? 1) - 1
+        if (left > 0) open.set(address, left)
+        else open.delete(address)
+      })
+    })
+  }
+  return { count: (address) => open.get(address) ?? 0 }
 }

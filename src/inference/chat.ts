@@ -15,7 +15,8 @@ import type { Logger } from '../logger.ts'
 import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers/types.ts'
 import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
-import type { Account, AttemptRecord, GenerationRecord } from '../store/types.ts'
+import type { Account, ApiKeyRecord, AttemptRecord, GenerationRecord } from '../store/types.ts'
+import { assertModelAllowed, modelAllowed } from '../auth.ts'
 import type { Metrics } from '../metrics.ts'
 import { addUpstreamEvents, carriesAnswer, upstreamEventsOf } from '../providers/shared/stream.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
@@ -39,6 +40,8 @@ export interface InferenceDeps extends GenerationDeps {
 
 export interface ChatInput {
   account: Account
+  /** The key the request was made with: only its allowed models are called, and its limits apply. */
+  key?: ApiKeyRecord
   req: ChatRequest
   /** The route it came in on. */
   api: string
@@ -77,6 +80,20 @@ export type ChatStart =
       batches: AsyncIterable<ChatChunk[]>
     }
 
+/**
+ * The deployments a key may reach: 403 when the model asked for is not among its allowed models, and
+ * a fallback to a model outside them is dropped (nothing is sent to a model the key may not call).
+ */
+export function allowedCandidates<C extends { deployment: { slug: string } }>(
+  candidates: readonly C[],
+  slug: string,
+  key: ApiKeyRecord | undefined,
+): C[] {
+  if (!key?.allowedModels) return [...candidates]
+  assertModelAllowed(key, slug)
+  return candidates.filter((c) => modelAllowed(key, c.deployment.slug))
+}
+
 export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<ChatStart> {
   const { req, signal, log } = input
   const count = deps.countTokens ?? defaultCount
@@ -86,7 +103,8 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     provider: req.provider,
     modelRouting: req.model_routing_config,
   })
-  const { model, candidates } = route
+  const { model } = route
+  const candidates = allowedCandidates(route.candidates, model.slug, input.key)
   input.onRouted?.(candidates)
   // The caller's file ids in the messages become the files' content, inline (decisions.md).
   const resolved = await resolveFileReferences(req, {
@@ -101,6 +119,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
   const outputBound = clientLimit ?? model.maxOutputTokens ?? deps.config.limits.defaultMaxOutputTokens
   const generation = await beginGeneration(deps, {
     account: input.account,
+    key: input.key,
     model,
     deployments: candidates.map((c) => c.deployment),
     api: input.api,

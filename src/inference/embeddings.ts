@@ -2,13 +2,15 @@ import { countTokens as defaultCount, embeddingTokenBound } from '../billing/tok
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { EmbeddingsRequest, EmbeddingsResponse } from '../providers/types.ts'
-import type { Account, AttemptRecord, GenerationRecord } from '../store/types.ts'
-import { answerHeaders, attemptContext, type InferenceDeps } from './chat.ts'
+import type { Account, ApiKeyRecord, AttemptRecord, GenerationRecord } from '../store/types.ts'
+import { allowedCandidates, answerHeaders, attemptContext, type InferenceDeps } from './chat.ts'
 import { tryCandidates } from './attempts.ts'
 import { beginGeneration } from './generation.ts'
 
 export interface EmbeddingsInput {
   account: Account
+  /** The key the request was made with: only its allowed models are called, and its limits apply. */
+  key?: ApiKeyRecord
   req: EmbeddingsRequest
   api: string
   signal: AbortSignal
@@ -42,7 +44,9 @@ export async function createEmbeddings(
   const { req, signal, log } = input
   const count = deps.countTokens ?? defaultCount
   const route = deps.router.route({ slug: req.model, type: 'embedding' })
-  const candidates = route.candidates.filter((c) => c.provider.adapter.embed !== undefined)
+  const candidates = allowedCandidates(route.candidates, route.model.slug, input.key).filter(
+    (c) => c.provider.adapter.embed !== undefined,
+  )
   const first = candidates[0]
   if (!first) {
     throw new GatewayError('unsupported_parameter', `the providers of ${req.model} have no embeddings`, {
@@ -52,6 +56,7 @@ export async function createEmbeddings(
   const bound = embeddingTokenBound(req)
   const generation = await beginGeneration(deps, {
     account: input.account,
+    key: input.key,
     model: route.model,
     deployments: candidates.map((c) => c.deployment),
     api: input.api,

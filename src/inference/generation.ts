@@ -13,7 +13,13 @@ import type { BillableUsage } from '../billing/prices.ts'
 import { GatewayError } from '../errors.ts'
 import type { Usage } from '../providers/types.ts'
 import type { Deployment, ServedModel } from '../routing/model-table.ts'
-import type { Account, AttemptRecord, GenerationRecord, GenerationUsage } from '../store/types.ts'
+import type {
+  Account,
+  ApiKeyRecord,
+  AttemptRecord,
+  GenerationRecord,
+  GenerationUsage,
+} from '../store/types.ts'
 import type { Renewals } from './renewals.ts'
 import { toUsd } from '../billing/money.ts'
 import type { Metrics } from '../metrics.ts'
@@ -31,6 +37,8 @@ export interface GenerationDeps extends MeteringDeps {
 
 export interface BeginGeneration {
   account: Account
+  /** The key it was made with (its models, limits and spend); absent: the account's alone. */
+  key?: ApiKeyRecord
   /** The model asked for (its slug keys the admission; the record names the deployment's model). */
   model: ServedModel
   /** Every deployment that may answer: the credit hold covers the dearest. */
@@ -89,6 +97,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
   const startedAt = deps.now()
   const admission = await admit(deps, {
     account: b.account,
+    key: b.key,
     slug: b.model.slug,
     generationId: b.generationId,
     costBound: costBound(b.model.type, b.deployments, b.promptTokenBound, b.outputTokenBound),
@@ -118,7 +127,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     const endedAt = deps.now()
     if (!o.produced && !o.cancelled) {
       // Nothing was produced (every upstream failed first): nothing to bill or record.
-      await release(deps, reservation, admission.tokenEstimate, endedAt)
+      await release(deps, reservation, admission.tokenEstimate, endedAt, admission.tokenKeys)
       return null
     }
     let usage: GenerationUsage
@@ -143,6 +152,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     const record = buildRecord({
       generationId: b.generationId,
       accountId: b.account.id,
+      keyHash: b.key?.hash,
       api: b.api,
       slug: o.deployment.slug,
       deployment: o.deployment,
@@ -164,6 +174,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
       record,
       held: admission.reservation.amount,
       tokenEstimate: admission.tokenEstimate,
+      tokenKeys: admission.tokenKeys,
       now: endedAt,
     })
     charged = settled !== null

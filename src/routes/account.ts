@@ -8,7 +8,9 @@ import { GatewayError, invalidRequest } from '../errors.ts'
 const generationQuery = z.object({ id: z.string().min(1).max(200).optional() })
 
 export const accountRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
-  app.get('/v1/credits', async (request) => {
+  // Reads of the account's usage: any of its keys, a management key too.
+  const any = { config: { keys: 'any' as const } }
+  app.get('/v1/credits', any, async (request) => {
     const c = await deps.store.ledger.credits(request.account.id, deps.now())
     return {
       data: {
@@ -19,7 +21,7 @@ export const accountRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
     }
   })
 
-  app.get('/v1/generation', async (request) => {
+  app.get('/v1/generation', any, async (request) => {
     const q = generationQuery.safeParse(request.query)
     const id = q.success ? q.data.id : undefined
     if (id === undefined) throw invalidRequest('missing_field', 'query parameter id is required', 'id')

@@ -1,8 +1,9 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createKeyService } from '../keys/service.ts'
+import { adminCreateKeyBody, toKeyBody } from '../schemas/keys.ts'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { discountRateSchema as rate, overdraftSchema } from '../schemas/billing.ts'
-import { hashKey, KEY_PREFIX_LENGTH } from '../config.ts'
 import { toGenerationBody } from '../billing/generation.ts'
 import { fromPpm, toPpm, toUsd, usd, usdRounded } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
@@ -62,6 +63,11 @@ const discountBody = z
 const pageQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(50),
   before: z.string().min(1).max(200).optional(),
+  /** Only the records made with this key (its hash). */
+  key: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, 'a key hash: 64 hex characters')
+    .optional(),
 })
 
 /** No body at all is `{}`; any other JSON that is not an object (`null`, `[]`, `1`) is a 400. */
@@ -106,6 +112,7 @@ export const adminRoutes: FastifyPluginAsync<{
   app.addHook('onRequest', requireOperator(adminKey, allow))
 
   const store = deps.store
+  const keys = createKeyService(store, deps.now)
   const defaults = deps.config.limits.defaultRateLimits
   const accountView = async (a: Account) => {
     const c = await store.ledger.credits(a.id, deps.now())
@@ -174,38 +181,41 @@ export const adminRoutes: FastifyPluginAsync<{
     accountView(await mustGet(request.params.id)),
   )
 
+  // The same body as the account's own POST /v1/keys, and `management`: how an operator hands an
+  // account its first management key.
   app.post<{ Params: { id: string } }>('/admin/accounts/:id/keys', async (request, reply) => {
     const account = await mustGet(request.params.id)
-    const key = `sk-jn-${randomBytes(24).toString('base64url')}`
-    const record = {
-      id: `key_${randomBytes(8).toString('hex')}`,
-      accountId: account.id,
-      hash: hashKey(key),
-      prefix: key.slice(0, KEY_PREFIX_LENGTH),
-      createdAt: deps.now(),
-    }
-    await store.accounts.addKey(record)
+    const body = parse(adminCreateKeyBody, request.body)
+    const { secret, key } = await keys.issue(account.id, body)
     // The only time the key is shown: only its hash is kept.
     return reply.code(201).send({
-      id: record.id,
+      id: key.key.id,
       object: 'api_key',
-      key,
-      prefix: record.prefix,
-      created_at: Math.floor(record.createdAt / 1000),
+      key: secret,
+      hash: key.key.hash,
+      prefix: key.key.prefix,
+      created_at: Math.floor(key.key.createdAt / 1000),
+      data: toKeyBody(key.key, key.usage),
     })
   })
 
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/keys', async (request) => {
     const account = await mustGet(request.params.id)
-    const keys = await store.accounts.listKeys(account.id)
+    const list = await keys.list(account.id, {
+      offset: 0,
+      limit: Number.MAX_SAFE_INTEGER,
+      includeDisabled: true,
+    })
     return {
       object: 'list',
-      data: keys.map((k) => ({
-        id: k.id,
+      // The key API's fields, then the admin API's own (created_at in Unix seconds, as elsewhere here).
+      data: list.map((k) => ({
+        ...toKeyBody(k.key, k.usage),
+        id: k.key.id,
         object: 'api_key',
         // Keys given to the config file as SHA-256 have no known prefix.
-        prefix: k.prefix === '' ? null : k.prefix,
-        created_at: Math.floor(k.createdAt / 1000),
+        prefix: k.key.prefix === '' ? null : k.key.prefix,
+        created_at: Math.floor(k.key.createdAt / 1000),
       })),
     }
   })
@@ -281,7 +291,11 @@ export const adminRoutes: FastifyPluginAsync<{
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/generations', async (request) => {
     const account = await mustGet(request.params.id)
     const q = parse(pageQuery, request.query)
-    const page = await store.generations.listByAccount(account.id, { limit: q.limit, before: q.before })
+    const page = await store.generations.listByAccount(account.id, {
+      limit: q.limit,
+      before: q.before,
+      keyHash: q.key,
+    })
     return { object: 'list', data: page.data.map(toGenerationBody), next_cursor: page.nextCursor }
   })
 }

@@ -23,9 +23,13 @@ export function admitBeforeBody(deps: Deps, options: BeforeBodyOptions = {}) {
     // An account already holding its share of the body budget would be refused at its first byte.
     const budget = request.server.bodyBudget
     if (budget.heldBy(request.account.id) >= budget.perAccountBytes) throw shareExceeded(budget)
-    const admission = await admitRequest(deps, request.account, deps.now(), {
-      credits: options.checkCredits?.(request) ?? true,
-    })
+    const admission = await admitRequest(
+      deps,
+      request.account,
+      deps.now(),
+      { credits: options.checkCredits?.(request) ?? true },
+      request.apiKey,
+    )
     reply.headers(admission.headers)
     request.junction.requestCounted = true
   }

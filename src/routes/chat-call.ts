@@ -27,6 +27,7 @@ export function routeChat(deps: Deps, request: FastifyRequest, reply: FastifyRep
     start: (req, more) =>
       startChat(deps, {
         account: request.account,
+        key: request.apiKey,
         req,
         api,
         signal,

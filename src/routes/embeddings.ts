@@ -14,6 +14,7 @@ export const embeddingsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, 
     let attempts: readonly AttemptRecord[] = []
     const result = await createEmbeddings(deps, {
       account: request.account,
+      key: request.apiKey,
       req,
       api: request.routeOptions.url ?? '/routed/v1/embeddings',
       signal: upstreamSignal(reply),

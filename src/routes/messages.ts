@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { authenticateApiKey } from '../auth.ts'
+import { admitKey, authenticateApiKey } from '../auth.ts'
 import type { Deps } from '../deps.ts'
 import { toAnthropicErrorBody } from '../dialects/anthropic/errors.ts'
 import { anthropicOnly, toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'
@@ -42,7 +42,7 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
   app.addHook('onRequest', async (request, reply) => {
     // Anthropic's SDK reads its request id from `request-id`.
     reply.header('request-id', request.id)
-    request.account = await authenticateApiKey(request, deps.store.accounts)
+    admitKey(request, await authenticateApiKey(request, deps.store.accounts, deps.now()))
   })
 
   // The same handling as the app's, in Anthropic's error shape.

@@ -25,8 +25,10 @@ export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { de
     }),
   }
   const bySlug = new Map(body.data.map((m) => [m.id, m]))
-  app.get('/v1/models', async () => body)
-  app.get('/routed/v1/models', async () => body)
+  // Any key of the account may read the list, a management key too.
+  const any = { config: { keys: 'any' as const } }
+  app.get('/v1/models', any, async () => body)
+  app.get('/routed/v1/models', any, async () => body)
   // A slug has a `/` in it (`openai/gpt-4o`), hence the wildcard. An alias answers its model's object.
   const one = async (request: FastifyRequest) => {
     const id = (request.params as { '*': string })['*']
@@ -39,8 +41,8 @@ export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { de
     }
     return found
   }
-  app.get('/v1/models/*', one)
-  app.get('/routed/v1/models/*', one)
+  app.get('/v1/models/*', any, one)
+  app.get('/routed/v1/models/*', any, one)
 }
 
 /**

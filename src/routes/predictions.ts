@@ -23,6 +23,7 @@ export const predictionsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app,
       idempotencyKey: typeof key === 'string' ? key : undefined,
       origin: origin(request),
       requestCounted: request.junction.requestCounted,
+      key: request.apiKey,
     })
     return { data: { task_id: task.id, task_status: task.status }, request_id: request.id }
   })
@@ -33,7 +34,7 @@ export const predictionsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app,
   })
 
   // The secret that signs this account's webhooks, so its receiver can verify them.
-  app.get('/v1/webhooks/secret', async (request) => ({
+  app.get('/v1/webhooks/secret', { config: { keys: 'any' } }, async (request) => ({
     object: 'webhook_secret',
     secret: await deps.webhookSecrets.secretFor(request.account.id),
   }))

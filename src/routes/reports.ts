@@ -57,9 +57,12 @@ export async function activityReport(store: Store, accountId: string, days: numb
 
 export const reportsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
   const { store } = deps
+  // Reads of the account's usage: any key of the account, a management key too. The task list holds
+  // the outputs themselves, so it takes a key that calls models, as GET /v1/predictions/{id} does.
+  const any = { config: { keys: 'any' as const } }
 
   // The caller's account: its credits with what is held now, its discount and rate limits.
-  app.get('/v1/account', async (request) => {
+  app.get('/v1/account', any, async (request) => {
     const a = request.account
     const c = await store.ledger.credits(a.id, deps.now())
     const defaults = deps.config.limits.defaultRateLimits
@@ -85,12 +88,12 @@ export const reportsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
     }
   })
 
-  app.get('/v1/activity', async (request) => {
+  app.get('/v1/activity', any, async (request) => {
     const { days } = parseQuery(activityQuery, request.query)
     return activityReport(store, request.account.id, days, deps.now())
   })
 
-  app.get('/v1/generations', async (request) => {
+  app.get('/v1/generations', any, async (request) => {
     const q = parseQuery(generationsQuery, request.query)
     const page = await store.generations.listByAccount(request.account.id, q)
     return { object: 'list', data: page.data.map(toGenerationBody), next_cursor: page.nextCursor }
@@ -119,7 +122,7 @@ export const reportsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
     return { object: 'list', data, next_cursor: page.nextCursor }
   })
 
-  app.get('/v1/webhooks/deliveries', async (request) => {
+  app.get('/v1/webhooks/deliveries', any, async (request) => {
     const { limit } = parseQuery(deliveriesQuery, request.query)
     const deliveries = await store.webhooks.listByAccount(request.account.id, limit)
     return {

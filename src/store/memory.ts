@@ -5,11 +5,20 @@ import { createMemoryTaskStores } from './tasks-memory.ts'
 import { createMemoryResponseStore } from './responses.ts'
 import { consumeWindows, rollWindow } from './rate-windows.ts'
 import { byDayThenModel, DAY_MS } from './activity.ts'
+import {
+  chargeCounters,
+  keyRoom,
+  noCounters as noCountersFor,
+  normalizeKey,
+  usageAt,
+  type KeyCounters,
+} from './key-usage.ts'
 import type {
   Account,
   AccountStore,
   ActivityRow,
   ApiKeyRecord,
+  KeyLookup,
   GenerationRecord,
   GenerationStore,
   LedgerStore,
@@ -23,11 +32,19 @@ import type {
 
 // Copies by hand: structuredClone costs several microseconds on every authenticated request.
 // An overdraft of 0 is no overdraft field, as the SQL stores read it back.
-const copyAccount = ({ overdraft, ...a }: Account): Account => ({
+const copyAccount = ({ overdraft, notices, ...a }: Account): Account => ({
   ...a,
   modelDiscountsPpm: { ...a.modelDiscountsPpm },
   rateLimits: { ...a.rateLimits },
   ...(overdraft ? { overdraft } : {}),
+  ...(notices ? { notices: { ...notices } } : {}),
+})
+
+/** A stored (normalised) key, copied by hand for the same reason. */
+const copyKey = (k: ApiKeyRecord): ApiKeyRecord => ({
+  ...k,
+  ...(k.allowedModels ? { allowedModels: [...k.allowedModels] } : {}),
+  ...(k.rateLimits ? { rateLimits: { ...k.rateLimits } } : {}),
 })
 
 const copyRecord = (r: GenerationRecord): GenerationRecord => ({
@@ -94,7 +111,7 @@ interface AccountState {
   account: Account
   credits: bigint
   usage: bigint
-  reservations: Map<string, { amount: bigint; expiresAt: number }>
+  reservations: Map<string, { amount: bigint; expiresAt: number; keyHash?: string }>
   /** Generation ids, oldest settled first. */
   generations: string[]
 }
@@ -110,6 +127,7 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
   const dropBatch = Math.max(1, Math.floor(maxPerAccount / 50))
   const states = new Map<string, AccountState>()
   const keys = new Map<string, ApiKeyRecord>() // by hash
+  const counters = new Map<string, KeyCounters>() // by key hash
   const records = new Map<string, GenerationRecord>()
 
   const mustGet = (accountId: string): AccountState => {
@@ -126,17 +144,39 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
     }
     return sum
   }
+  const keyHeld = (s: AccountState, keyHash: string, now: number): bigint => {
+    let sum = 0n
+    for (const r of s.reservations.values()) if (r.keyHash === keyHash && r.expiresAt > now) sum += r.amount
+    return sum
+  }
   const creditsOf = (s: AccountState, now: number) => ({
     totalCredits: s.credits,
     totalUsage: s.usage,
     reserved: openReserved(s, now),
   })
 
+  const findKey = (keyHash: string): KeyLookup | null => {
+    const key = keys.get(keyHash)
+    const s = key && states.get(key.accountId)
+    return s ? { account: copyAccount(s.account), key: copyKey(key) } : null
+  }
   const accounts: AccountStore = {
     async findByKeyHash(keyHash) {
-      const key = keys.get(keyHash)
-      const s = key && states.get(key.accountId)
-      return s ? copyAccount(s.account) : null
+      return findKey(keyHash)?.account ?? null
+    },
+    async findKey(keyHash) {
+      return findKey(keyHash)
+    },
+    async getKey(accountId, keyHash) {
+      const k = keys.get(keyHash)
+      return k && k.accountId === accountId ? copyKey(k) : null
+    },
+    async updateKey(accountId, keyHash, patch) {
+      const k = keys.get(keyHash)
+      if (!k || k.accountId !== accountId) return null
+      const next = normalizeKey({ ...k, ...patch })
+      keys.set(keyHash, next)
+      return copyKey(next)
     },
     async get(id) {
       const s = states.get(id)
@@ -167,13 +207,13 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
     },
     async addKey(key) {
       mustGet(key.accountId)
-      keys.set(key.hash, { ...key })
+      keys.set(key.hash, normalizeKey(key))
     },
     async listKeys(accountId) {
       return [...keys.values()]
         .filter((k) => k.accountId === accountId)
         .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
-        .map((k) => ({ ...k }))
+        .map(copyKey)
     },
     async removeKey(accountId, keyId) {
       for (const [hash, k] of keys) {
@@ -203,6 +243,23 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
       s.reservations.set(id, { amount, expiresAt })
       return { id, accountId, amount, expiresAt }
     },
+    async reserveForKey(accountId, id, upperBound, now, ttlMs, key) {
+      const s = states.get(accountId)
+      if (!s) return { reservation: null, keyLimited: false }
+      const available = s.credits - s.usage - openReserved(s, now)
+      if (available <= 0n) return { reservation: null, keyLimited: false }
+      const room = keyRoom(counters.get(key.hash), key, keyHeld(s, key.hash, now), now)
+      if (room !== null && room <= 0n) return { reservation: null, keyLimited: true }
+      let amount = upperBound < available ? upperBound : available
+      if (room !== null && room < amount) amount = room
+      const expiresAt = now + ttlMs
+      s.reservations.set(id, { amount, expiresAt, keyHash: key.hash })
+      return { reservation: { id, accountId, amount, expiresAt }, keyLimited: false }
+    },
+    async keyUsage(accountId, keyHashes, now) {
+      const s = states.get(accountId)
+      return keyHashes.map((h) => usageAt(counters.get(h), s ? keyHeld(s, h, now) : 0n, now))
+    },
     async renew(ref, now, ttlMs) {
       const r = states.get(ref.accountId)?.reservations.get(ref.id)
       if (!r || r.expiresAt <= now) return false
@@ -220,7 +277,8 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
       s.reservations.delete(ref.id)
       const open = stored && stored.expiresAt > now ? stored : undefined
       const held = limit?.held ?? open?.amount
-      const record =
+      const keyHash = input.keyHash ?? stored?.keyHash
+      const charged =
         open && held !== undefined && input.cost <= held
           ? input
           : capCharge(
@@ -231,7 +289,14 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
                 free: s.credits - s.usage - openReserved(s, now),
               }),
             )
+      const record = keyHash === undefined || charged.keyHash === keyHash ? charged : { ...charged, keyHash }
       s.usage += record.cost
+      if (keyHash !== undefined) {
+        counters.set(
+          keyHash,
+          chargeCounters(counters.get(keyHash) ?? noCountersFor(), record.createdAt, record.cost),
+        )
+      }
       records.set(record.generationId, copyRecord(record))
       s.generations.push(record.generationId)
       // Dropped in batches (a fiftieth of the cap): shifting one id off a 50 000-long array on every
@@ -251,9 +316,10 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
       const r = records.get(id)
       return r ? copyRecord(r) : null
     },
-    async listByAccount(accountId, { limit, before, model }) {
+    async listByAccount(accountId, { limit, before, model, keyHash }) {
       let ids = states.get(accountId)?.generations ?? []
       if (model !== undefined) ids = ids.filter((id) => records.get(id)?.model === model)
+      if (keyHash !== undefined) ids = ids.filter((id) => records.get(id)?.keyHash === keyHash)
       let end = ids.length
       if (before !== undefined) {
         const at = ids.lastIndexOf(before)

@@ -539,6 +539,136 @@ export const migrations: readonly Migration[] = [
   },
   {
     version: 11,
+    // Keys with settings (store/key-usage.ts encodes them as one JSON text), the key a hold and a
+    // record were made with, each key's spend counters, and the account's notice settings. The key's
+    // limit is checked in junction_reserve_key, under the account's ledger row lock that every hold
+    // takes (a key belongs to one account, so its holds are serialised with the account's); its
+    // counters are added to by junction_key_charge in the statement that settles (postgres.ts).
+    name: 'key settings, key spend and limits, account notices',
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN settings text NOT NULL DEFAULT '{}';
+      ALTER TABLE accounts ADD COLUMN notices text NOT NULL DEFAULT '{}';
+      ALTER TABLE reservations ADD COLUMN key_hash text;
+      ALTER TABLE generations ADD COLUMN key_hash text;
+      CREATE INDEX generations_by_key ON generations (account_id, key_hash, seq) WHERE key_hash IS NOT NULL;
+
+      -- Each window's sum belongs to the window starting at its *_start (Unix ms, computed by the caller).
+      CREATE TABLE key_usage (
+        key_hash text PRIMARY KEY,
+        total numeric(40, 0) NOT NULL,
+        day_start bigint NOT NULL,
+        day numeric(40, 0) NOT NULL,
+        week_start bigint NOT NULL,
+        week numeric(40, 0) NOT NULL,
+        month_start bigint NOT NULL,
+        month numeric(40, 0) NOT NULL
+      );
+
+      -- What a key may still hold: p_limit less its spend in the window starting at p_window_start
+      -- (p_reset daily, weekly, monthly; NULL: everything it spent) and its open holds.
+      CREATE FUNCTION junction_key_room(
+        p_account text, p_key text, p_limit numeric, p_reset text, p_window_start bigint, p_now bigint
+      ) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        v_spent numeric;
+        v_held numeric;
+      BEGIN
+        SELECT CASE p_reset
+            WHEN 'daily' THEN CASE WHEN day_start = p_window_start THEN day ELSE 0 END
+            WHEN 'weekly' THEN CASE WHEN week_start = p_window_start THEN week ELSE 0 END
+            WHEN 'monthly' THEN CASE WHEN month_start = p_window_start THEN month ELSE 0 END
+            ELSE total END
+          INTO v_spent FROM key_usage WHERE key_hash = p_key;
+        SELECT coalesce(sum(amount), 0) INTO v_held FROM reservations
+          WHERE account_id = p_account AND key_hash = p_key AND expires_at > p_now;
+        RETURN p_limit - coalesce(v_spent, 0) - v_held;
+      END
+      $$;
+
+      -- junction_reserve for a request made with a key: the hold carries the key's hash and, when the
+      -- key has a limit (p_limit not NULL), is at most what the key has left. NULL: unknown account or
+      -- nothing available; -1: the key has nothing left.
+      CREATE FUNCTION junction_reserve_key(
+        p_account text, p_id text, p_upper numeric, p_expires_at bigint, p_now bigint,
+        p_key text, p_limit numeric, p_reset text, p_window_start bigint
+      ) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        avail numeric;
+        room numeric;
+        held numeric;
+      BEGIN
+        -- The account's balance, as junction_reserve.
+        SELECT credits - usage INTO avail FROM ledger WHERE account_id = p_account FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+          RETURN NULL;
+        END IF;
+        SELECT avail - coalesce(sum(amount), 0) INTO avail FROM reservations
+          WHERE account_id = p_account AND expires_at > p_now;
+        IF avail <= 0 THEN
+          RETURN NULL;
+        END IF;
+        held := least(p_upper, avail);
+        -- The key's limit, read after the same lock.
+        IF p_limit IS NOT NULL THEN
+          room := junction_key_room(p_account, p_key, p_limit, p_reset, p_window_start, p_now);
+          IF room <= 0 THEN
+            RETURN -1;
+          END IF;
+          held := least(held, room);
+        END IF;
+        INSERT INTO reservations (account_id, id, amount, expires_at, key_hash)
+          VALUES (p_account, p_id, held, p_expires_at, p_key)
+          ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount,
+            expires_at = excluded.expires_at, key_hash = excluded.key_hash;
+        RETURN held;
+      END
+      $$;
+
+      -- The settles of junction_settle_many, each given the key of its hold when it names none.
+      CREATE FUNCTION junction_key_prepare(p jsonb) RETURNS jsonb LANGUAGE sql STABLE AS $$
+        SELECT coalesce(jsonb_agg(CASE WHEN x->>'key' IS NULL AND r.key_hash IS NOT NULL
+            THEN x || jsonb_build_object('key', r.key_hash) ELSE x END ORDER BY t.i), '[]'::jsonb)
+        FROM jsonb_array_elements(p) WITH ORDINALITY AS t(x, i)
+        LEFT JOIN reservations r ON x->>'key' IS NULL AND r.account_id = x->>'a' AND r.id = x->>'ref'
+      $$;
+
+      -- After junction_settle_many(p) charged p_costs (NULL: a repeat, nothing charged): names each
+      -- charged record's key and adds its charge to the key's counters (kd, kw, km: the UTC day, week
+      -- and month its record was created in; a window already past counts only in the total).
+      -- Returns p_costs.
+      CREATE FUNCTION junction_key_charge(p jsonb, p_costs numeric[]) RETURNS numeric[]
+        LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        e jsonb;
+        i integer := 0;
+        c numeric;
+      BEGIN
+        FOR e IN SELECT x FROM jsonb_array_elements(p) AS x LOOP
+          i := i + 1;
+          c := p_costs[i];
+          CONTINUE WHEN c IS NULL OR e->>'key' IS NULL;
+          UPDATE generations SET key_hash = e->>'key' WHERE generation_id = e->>'id';
+          INSERT INTO key_usage AS u (key_hash, total, day_start, day, week_start, week, month_start, month)
+            VALUES (e->>'key', c, (e->>'kd')::bigint, c, (e->>'kw')::bigint, c, (e->>'km')::bigint, c)
+            ON CONFLICT (key_hash) DO UPDATE SET
+              total = u.total + c,
+              day = CASE WHEN excluded.day_start > u.day_start THEN c
+                WHEN excluded.day_start = u.day_start THEN u.day + c ELSE u.day END,
+              day_start = greatest(u.day_start, excluded.day_start),
+              week = CASE WHEN excluded.week_start > u.week_start THEN c
+                WHEN excluded.week_start = u.week_start THEN u.week + c ELSE u.week END,
+              week_start = greatest(u.week_start, excluded.week_start),
+              month = CASE WHEN excluded.month_start > u.month_start THEN c
+                WHEN excluded.month_start = u.month_start THEN u.month + c ELSE u.month END,
+              month_start = greatest(u.month_start, excluded.month_start);
+        END LOOP;
+        RETURN p_costs;
+      END
+      $$;
+    `,
+  },
+  {
+    version: 12,
     name: "generations by account and time (the console's activity report)",
     sql: `CREATE INDEX generations_account_created ON generations (account_id, created_at);
       CREATE INDEX tasks_account ON tasks (account_id, seq);

@@ -12,8 +12,18 @@ import { migrations } from './postgres-migrations.ts'
 import { createBatcher, type BatcherOptions } from './postgres-batch.ts'
 import { createPostgresTaskStores } from './postgres-tasks.ts'
 import { createPostgresResponseStore } from './responses.ts'
+import {
+  decodeKeySettings,
+  decodeNotices,
+  encodeKeySettings,
+  encodeNotices,
+  usageAt,
+  windowStart,
+  windowStarts,
+} from './key-usage.ts'
 import type {
   Account,
+  KeyLookup,
   AccountStore,
   ApiKeyRecord,
   Credits,
@@ -180,7 +190,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
   const ledger = createLedger(query, batch)
   const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000
   return {
-    accounts: createAccounts(query, batch),
+    accounts: createAccounts(query, transaction, batch),
     ledger,
     generations: createGenerations(query),
     files: createFiles(query, transaction),
@@ -265,10 +275,11 @@ interface AccountRow {
   model_discounts_ppm: Record<string, number>
   rate_limits: Account['rateLimits']
   overdraft: string
+  notices: string
 }
 
 const ACCOUNT_COLUMNS =
-  'a.id, a.name, a.created_at, a.discount_ppm, a.model_discounts_ppm, a.rate_limits, a.overdraft'
+  'a.id, a.name, a.created_at, a.discount_ppm, a.model_discounts_ppm, a.rate_limits, a.overdraft, a.notices'
 
 const toAccount = (r: AccountRow): Account => ({
   id: r.id,
@@ -278,6 +289,7 @@ const toAccount = (r: AccountRow): Account => ({
   modelDiscountsPpm: r.model_discounts_ppm,
   rateLimits: r.rate_limits,
   ...(toMoney(r.overdraft) !== 0n ? { overdraft: toMoney(r.overdraft) } : {}),
+  ...(decodeNotices(r.notices) ? { notices: decodeNotices(r.notices) } : {}),
 })
 
 interface KeyRow {
@@ -286,32 +298,92 @@ interface KeyRow {
   hash: string
   prefix: string
   created_at: string
+  settings: string
 }
 
-function createAccounts(query: Query, batch: Batch): AccountStore {
-  const findByKeyHash = batched<string, Account | null>(
+const KEY_COLUMNS = 'k.id, k.account_id, k.hash, k.prefix, k.created_at, k.settings'
+
+const toKey = (r: KeyRow): ApiKeyRecord => ({
+  id: r.id,
+  accountId: r.account_id,
+  hash: r.hash,
+  prefix: r.prefix,
+  createdAt: Number(r.created_at),
+  ...decodeKeySettings(r.settings),
+})
+
+/** A key and its account from one row (the key's columns aliased k_*). */
+type KeyAccountRow = AccountRow & {
+  k_id: string
+  k_hash: string
+  k_prefix: string
+  k_created_at: string
+  k_settings: string
+}
+const KEY_ACCOUNT_COLUMNS = `k.id AS k_id, k.hash AS k_hash, k.prefix AS k_prefix, k.created_at AS k_created_at,
+  k.settings AS k_settings, ${ACCOUNT_COLUMNS}`
+const toLookup = (r: KeyAccountRow): KeyLookup => ({
+  account: toAccount(r),
+  key: toKey({
+    id: r.k_id,
+    account_id: r.id,
+    hash: r.k_hash,
+    prefix: r.k_prefix,
+    created_at: r.k_created_at,
+    settings: r.k_settings,
+  }),
+})
+
+function createAccounts(query: Query, transaction: Transaction, batch: Batch): AccountStore {
+  const findKey = batched<string, KeyLookup | null>(
     batch,
     async (keyHash) => {
-      const { rows } = await query<AccountRow>(
-        `SELECT ${ACCOUNT_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
+      const { rows } = await query<KeyAccountRow>(
+        `SELECT ${KEY_ACCOUNT_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
         [keyHash],
         'account_by_key',
       )
-      return rows[0] ? toAccount(rows[0]) : null
+      return rows[0] ? toLookup(rows[0]) : null
     },
     async (hashes) => {
-      const { rows } = await query<AccountRow & { hash: string }>(
-        `SELECT k.hash, ${ACCOUNT_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id
+      const { rows } = await query<KeyAccountRow>(
+        `SELECT ${KEY_ACCOUNT_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id
          WHERE k.hash = ANY ($1::text[])`,
         [hashes],
         'accounts_by_keys',
       )
-      const found = new Map(rows.map((r) => [r.hash, toAccount(r)]))
-      return hashes.map((h) => found.get(h) ?? null)
+      const found = new Map(rows.map((r) => [r.k_hash, r]))
+      // Each caller gets its own objects, also when one batch looked the same key up twice.
+      return hashes.map((h) => {
+        const r = found.get(h)
+        return r ? toLookup(r) : null
+      })
     },
   )
   return {
-    findByKeyHash,
+    findKey,
+    async findByKeyHash(keyHash) {
+      return (await findKey(keyHash))?.account ?? null
+    },
+    async getKey(accountId, keyHash) {
+      const { rows } = await query<KeyRow>(
+        `SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.account_id = $1 AND k.hash = $2`,
+        [accountId, keyHash],
+      )
+      return rows[0] ? toKey(rows[0]) : null
+    },
+    async updateKey(accountId, keyHash, patch) {
+      return transaction(async (q) => {
+        const { rows } = await q<KeyRow>(
+          `SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.account_id = $1 AND k.hash = $2 FOR UPDATE`,
+          [accountId, keyHash],
+        )
+        if (!rows[0]) return null
+        const settings = encodeKeySettings({ ...toKey(rows[0]), ...patch })
+        await q('UPDATE api_keys SET settings = $2 WHERE hash = $1', [keyHash, settings])
+        return toKey({ ...rows[0], settings })
+      })
+    },
     async get(id) {
       const { rows } = await query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = $1`, [
         id,
@@ -322,8 +394,8 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
       // One statement: the account and its ledger exist together or not at all.
       const { rowCount } = await query(
         `WITH a AS (
-           INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits, overdraft)
-           VALUES ($1, $2, $3, $4, $5, $6, $8) ON CONFLICT (id) DO NOTHING RETURNING id)
+           INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits, overdraft, notices)
+           VALUES ($1, $2, $3, $4, $5, $6, $8, $9) ON CONFLICT (id) DO NOTHING RETURNING id)
          INSERT INTO ledger (account_id, credits, usage) SELECT id, $7, 0 FROM a`,
         [
           account.id,
@@ -334,6 +406,7 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
           JSON.stringify(account.rateLimits),
           money(initialCredits),
           money(account.overdraft ?? 0n),
+          encodeNotices(account.notices),
         ],
       )
       return rowCount === 1
@@ -346,7 +419,8 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
            discount_ppm = coalesce($3, a.discount_ppm),
            model_discounts_ppm = coalesce($4::jsonb, a.model_discounts_ppm),
            rate_limits = coalesce($5::jsonb, a.rate_limits),
-           overdraft = coalesce($6::numeric, a.overdraft)
+           overdraft = coalesce($6::numeric, a.overdraft),
+           notices = coalesce($7, a.notices)
          WHERE a.id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
         [
           id,
@@ -355,6 +429,7 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
           json(patch.modelDiscountsPpm),
           json(patch.rateLimits),
           patch.overdraft === undefined ? null : money(patch.overdraft),
+          patch.notices === undefined ? null : encodeNotices(patch.notices),
         ],
       )
       return rows[0] ? toAccount(rows[0]) : null
@@ -368,10 +443,10 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
     async addKey(key) {
       try {
         await query(
-          `INSERT INTO api_keys (hash, id, account_id, prefix, created_at) VALUES ($1, $2, $3, $4, $5)
+          `INSERT INTO api_keys (hash, id, account_id, prefix, created_at, settings) VALUES ($1, $2, $3, $4, $5, $6)
            ON CONFLICT (hash) DO UPDATE SET id = excluded.id, account_id = excluded.account_id,
-             prefix = excluded.prefix, created_at = excluded.created_at`,
-          [key.hash, key.id, key.accountId, key.prefix, key.createdAt],
+             prefix = excluded.prefix, created_at = excluded.created_at, settings = excluded.settings`,
+          [key.hash, key.id, key.accountId, key.prefix, key.createdAt, encodeKeySettings(key)],
         )
       } catch (err) {
         if (isUnknownAccount(err)) throw new Error(`unknown account ${key.accountId}`, { cause: err })
@@ -380,16 +455,10 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
     },
     async listKeys(accountId) {
       const { rows } = await query<KeyRow>(
-        'SELECT id, account_id, hash, prefix, created_at FROM api_keys WHERE account_id = $1 ORDER BY created_at, id',
+        `SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.account_id = $1 ORDER BY k.created_at, k.id`,
         [accountId],
       )
-      return rows.map((r): ApiKeyRecord => ({
-        id: r.id,
-        accountId: r.account_id,
-        hash: r.hash,
-        prefix: r.prefix,
-        createdAt: Number(r.created_at),
-      }))
+      return rows.map(toKey)
     },
     async removeKey(accountId, keyId) {
       const { rowCount } = await query('DELETE FROM api_keys WHERE account_id = $1 AND id = $2', [
@@ -430,25 +499,6 @@ interface ReserveItem {
   ttlMs: number
 }
 
-const SETTLE_ONE = `WITH c AS (
-   SELECT least($17::numeric, junction_charge_ceiling($2, $18, $20::numeric, $21, $17::numeric)) AS cost),
- ins AS (
-   INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
-     generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
-     upstream_cost, discount_ppm, discount, cost, attempts, unbilled_usd, unbilled_tokens)
-   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, c.cost, $19,
-     CASE WHEN c.cost < $17::numeric THEN $17::numeric - c.cost END,
-     CASE WHEN c.cost < $17::numeric
-       THEN floor(($22::numeric * ($17::numeric - c.cost) * 2 + $17::numeric) / (2 * $17::numeric))
-     END
-   FROM c
-   ON CONFLICT (generation_id) DO NOTHING RETURNING account_id, cost),
- del AS (
-   DELETE FROM reservations WHERE account_id = $2 AND id = $18 AND EXISTS (SELECT 1 FROM ins)),
- upd AS (
-   UPDATE ledger SET usage = usage + (SELECT cost FROM ins) WHERE account_id = $2 AND EXISTS (SELECT 1 FROM ins))
- SELECT cost FROM ins`
-
 const settleNow = ({ record: r, limit }: SettleItem): number => limit?.now ?? r.createdAt + r.generationTimeMs
 
 /** One settle as junction_settle_many (migration 10) reads it. */
@@ -477,8 +527,23 @@ const settleJson = (s: SettleItem) => {
     held: s.limit?.held === undefined ? null : money(s.limit.held),
     now: settleNow(s),
     tokens: r.usage.total_tokens,
+    // For junction_key_charge (migration 11): the key (NULL: its hold's, if any) and the windows.
+    key: r.keyHash ?? null,
+    ...keyWindows(r.createdAt),
   }
 }
+
+const keyWindows = (t: number) => {
+  const w = windowStarts(t)
+  return { kd: w.day, kw: w.week, km: w.month }
+}
+
+/**
+ * Settles a batch in one statement: junction_settle_many (migration 10) charges and records, and
+ * junction_key_charge (migration 11) names each record's key and adds to the key's counters.
+ */
+const SETTLE_MANY = `WITH p AS (SELECT junction_key_prepare($1::jsonb) AS p)
+  SELECT junction_key_charge(p.p, junction_settle_many(p.p))::text[] AS costs FROM p`
 
 function createLedger(query: Query, batch: Batch): LedgerStore {
   const credits = batched<{ accountId: string; now: number }, Credits>(
@@ -554,62 +619,34 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
     },
   )
 
-  const settleOne = async ({ ref, record: r, limit }: SettleItem): Promise<GenerationRecord | null> => {
-    // One statement, so one transaction: the record, the charge and the dropped hold commit together.
-    // A repeated generation id inserts nothing, and then nothing else happens either. The charge is
-    // capped as billing/overage.ts does it, by junction_charge_ceiling (migration 8): a cost within
-    // its open hold as it is, any other after locking the account's ledger row and reading the
-    // balance and the other holds.
-    try {
-      const { rows } = await query<{ cost: string }>(
-        SETTLE_ONE,
-        [
-          r.generationId,
-          r.accountId,
-          r.api,
-          r.model,
-          r.provider,
-          r.createdAt,
-          r.generationTimeMs,
-          r.latencyMs,
-          r.streamed,
-          r.finishReason,
-          r.cancelled,
-          r.costSource,
-          JSON.stringify(r.usage),
-          money(r.upstreamCost),
-          r.discountPpm,
-          money(r.discount),
-          money(r.cost),
-          ref.id,
-          r.attempts ? JSON.stringify(r.attempts) : null,
-          limit?.held === undefined ? null : money(limit.held),
-          settleNow({ ref, record: r, limit }),
-          r.usage.total_tokens,
-        ],
-        'settle',
-      )
-      return rows[0] ? capCharge(r, toMoney(rows[0].cost)) : null
-    } catch (err) {
-      if (isUnknownAccount(err)) throw new Error(`unknown account ${ref.accountId}`, { cause: err })
-      throw err
-    }
-  }
-
-  const settle = batched<SettleItem, GenerationRecord | null>(batch, settleOne, async (items) => {
+  const settleMany = async (items: SettleItem[]): Promise<(GenerationRecord | null)[]> => {
     // One round trip and one commit for the batch (junction_settle_many, migration 10): each settle
     // in order, atomic with its record as alone, and every one committed before any caller hears back.
-    const { rows } = await query<{ costs: (string | null)[] }>(
-      'SELECT junction_settle_many($1::jsonb)::text[] AS costs',
-      [JSON.stringify(items.map(settleJson))],
-      'settle_many',
-    )
+    // The same statement charges each record's key (junction_key_charge, migration 11).
+    let rows: { costs: (string | null)[] }[]
+    try {
+      ;({ rows } = await query<{ costs: (string | null)[] }>(
+        SETTLE_MANY,
+        [JSON.stringify(items.map(settleJson))],
+        'settle_many',
+      ))
+    } catch (err) {
+      if (isUnknownAccount(err)) throw new Error(`unknown account ${items[0]?.ref.accountId}`, { cause: err })
+      throw err
+    }
     const costs = rows[0]!.costs
     return items.map((s, i) => {
       const cost = costs[i]
       return cost == null ? null : capCharge(s.record, toMoney(cost))
     })
-  })
+  }
+  // A settle alone goes through the batch statement too: a record that names no key may take its
+  // hold's (a prediction's), which junction_key_prepare looks up.
+  const settle = batched<SettleItem, GenerationRecord | null>(
+    batch,
+    async (item) => (await settleMany([item]))[0]!,
+    settleMany,
+  )
 
   return {
     credits: (accountId, now) => credits({ accountId, now }),
@@ -622,6 +659,66 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
       return toCredits(rows[0])
     },
     reserve: (accountId, id, upperBound, now, ttlMs) => reserve({ accountId, id, upperBound, now, ttlMs }),
+    async reserveForKey(accountId, id, upperBound, now, ttlMs, key) {
+      const expiresAt = now + ttlMs
+      // One round trip: junction_reserve_key (migration 11) is junction_reserve plus the key's limit,
+      // under the same lock of the account's ledger row.
+      const { rows } = await query<{ amount: string | null }>(
+        'SELECT junction_reserve_key($1, $2, $3, $4, $5, $6, $7, $8, $9)::text AS amount',
+        [
+          accountId,
+          id,
+          money(upperBound),
+          expiresAt,
+          now,
+          key.hash,
+          key.limit === null ? null : money(key.limit),
+          key.limitReset,
+          key.limitReset === null ? null : windowStart(key.limitReset, now),
+        ],
+        'reserve_key',
+      )
+      const amount = rows[0]?.amount
+      if (amount == null) return { reservation: null, keyLimited: false }
+      if (amount === '-1') return { reservation: null, keyLimited: true }
+      return { reservation: { id, accountId, amount: toMoney(amount), expiresAt }, keyLimited: false }
+    },
+    async keyUsage(accountId, keyHashes, now) {
+      const { rows } = await query<{
+        total: string | null
+        day_start: string | null
+        day: string | null
+        week_start: string | null
+        week: string | null
+        month_start: string | null
+        month: string | null
+        held: string
+      }>(
+        `SELECT u.total, u.day_start, u.day, u.week_start, u.week, u.month_start, u.month,
+           (SELECT coalesce(sum(r.amount), 0) FROM reservations r
+             WHERE r.account_id = $1 AND r.key_hash = h.k AND r.expires_at > $3) AS held
+         FROM unnest($2::text[]) WITH ORDINALITY AS h(k, i)
+         LEFT JOIN key_usage u ON u.key_hash = h.k ORDER BY h.i`,
+        [accountId, keyHashes, now],
+      )
+      return rows.map((r) =>
+        usageAt(
+          r.total === null
+            ? undefined
+            : {
+                total: toMoney(r.total),
+                dayStart: Number(r.day_start),
+                day: toMoney(r.day!),
+                weekStart: Number(r.week_start),
+                week: toMoney(r.week!),
+                monthStart: Number(r.month_start),
+                month: toMoney(r.month!),
+              },
+          toMoney(r.held),
+          now,
+        ),
+      )
+    },
     async renew(ref, now, ttlMs) {
       const { rowCount } = await query(
         'UPDATE reservations SET expires_at = $3 WHERE account_id = $1 AND id = $2 AND expires_at > $4',
@@ -667,6 +764,7 @@ interface GenerationRow {
   attempts: GenerationRecord['attempts'] | null
   unbilled_usd: string | null
   unbilled_tokens: string | null
+  key_hash: string | null
 }
 
 const toRecord = (r: GenerationRow): GenerationRecord => ({
@@ -691,6 +789,7 @@ const toRecord = (r: GenerationRow): GenerationRecord => ({
     ? { unbilledOverage: { usd: toMoney(r.unbilled_usd), tokens: Number(r.unbilled_tokens) } }
     : {}),
   ...(r.attempts ? { attempts: r.attempts } : {}),
+  ...(r.key_hash !== null ? { keyHash: r.key_hash } : {}),
 })
 
 function createGenerations(query: Query): GenerationStore {
@@ -701,22 +800,29 @@ function createGenerations(query: Query): GenerationStore {
       ])
       return rows[0] ? toRecord(rows[0]) : null
     },
-    async listByAccount(accountId, { limit, before, model }) {
+    async listByAccount(accountId, { limit, before, model, keyHash }) {
       // The cursor is the last generation id of the previous page; an unknown one matches no seq.
-      const { rows } =
-        before === undefined
-          ? await query<GenerationRow>(
-              `SELECT * FROM generations WHERE account_id = $1 AND ($3::text IS NULL OR model = $3)
-               ORDER BY seq DESC LIMIT $2`,
-              [accountId, limit + 1, model ?? null],
-            )
-          : await query<GenerationRow>(
-              `SELECT * FROM generations WHERE account_id = $1
-                 AND seq < (SELECT seq FROM generations WHERE account_id = $1 AND generation_id = $3)
-                 AND ($4::text IS NULL OR model = $4)
-               ORDER BY seq DESC LIMIT $2`,
-              [accountId, limit + 1, before, model ?? null],
-            )
+      // A key filter uses its own index (generations_by_key). Parameters are numbered as they come.
+      const params: unknown[] = [accountId, limit + 1]
+      const where: string[] = []
+      if (before !== undefined) {
+        params.push(before)
+        where.push(
+          `AND seq < (SELECT seq FROM generations WHERE account_id = $1 AND generation_id = $${params.length})`,
+        )
+      }
+      if (keyHash !== undefined) {
+        params.push(keyHash)
+        where.push(`AND key_hash = $${params.length}`)
+      }
+      if (model !== undefined) {
+        params.push(model)
+        where.push(`AND model = $${params.length}`)
+      }
+      const { rows } = await query<GenerationRow>(
+        `SELECT * FROM generations WHERE account_id = $1 ${where.join(' ')} ORDER BY seq DESC LIMIT $2`,
+        params,
+      )
       const data = rows.slice(0, limit).map(toRecord)
       const more = rows.length > limit && data.length > 0
       return { data, nextCursor: more ? data.at(-1)!.generationId : null }

@@ -213,6 +213,28 @@ export const sqliteMigrations: readonly Migration[] = [
   },
   {
     version: 7,
+    // Keys with settings (store/key-usage.ts encodes them as one JSON object), the key a hold and a
+    // record were made with, each key's spend counters, and the account's notice settings.
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
+      ALTER TABLE reservations ADD COLUMN key_hash TEXT;
+      ALTER TABLE generations ADD COLUMN key_hash TEXT;
+      CREATE INDEX generations_by_key ON generations (account_id, key_hash, seq) WHERE key_hash IS NOT NULL;
+      CREATE TABLE key_usage (
+        key_hash TEXT PRIMARY KEY,
+        total TEXT NOT NULL,               -- picodollars, decimal, as every money column
+        day_start INTEGER NOT NULL,
+        day TEXT NOT NULL,
+        week_start INTEGER NOT NULL,
+        week TEXT NOT NULL,
+        month_start INTEGER NOT NULL,
+        month TEXT NOT NULL
+      ) STRICT;
+      ALTER TABLE accounts ADD COLUMN notices TEXT NOT NULL DEFAULT '{}';
+    `,
+  },
+  {
+    version: 8,
     // GenerationStore.activity: an account's records of a time range.
     sql: `CREATE INDEX generations_by_account_created ON generations (account_id, created_at);
       CREATE INDEX tasks_by_account ON tasks (account_id, seq);

@@ -9,7 +9,7 @@ import {
   startCheckpointer,
   type SqliteStoreOptions,
 } from './sqlite.ts'
-import type { Account, GenerationRecord, Store } from './types.ts'
+import type { Account, ApiKeyRecord, GenerationRecord, KeyLookup, Store } from './types.ts'
 
 // The SQLite store as the event loop sees it. Every statement runs in one database thread
 // (sqlite-worker.ts, with sqlite.ts's store on its own connection), so a disk that stalls blocks that
@@ -55,7 +55,14 @@ const copyAccount = (a: Account): Account => ({
   ...a,
   modelDiscountsPpm: { ...a.modelDiscountsPpm },
   rateLimits: { ...a.rateLimits },
+  ...(a.notices ? { notices: { ...a.notices } } : {}),
 })
+const copyKey = (k: ApiKeyRecord): ApiKeyRecord => ({
+  ...k,
+  ...(k.allowedModels ? { allowedModels: [...k.allowedModels] } : {}),
+  ...(k.rateLimits ? { rateLimits: { ...k.rateLimits } } : {}),
+})
+const copyLookup = (l: KeyLookup): KeyLookup => ({ account: copyAccount(l.account), key: copyKey(l.key) })
 
 /** Batches sent to the thread before the first is answered (SqliteStoreOptions.maxBatchesInFlight). */
 export const MAX_BATCHES_IN_FLIGHT = 2
@@ -92,7 +99,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
 
   // The thread's key-cache generation, and the accounts of keys it returned since.
   let knownEpoch = 0
-  const keyCache = new Map<string, Account>()
+  const keyCache = new Map<string, KeyLookup>()
   const keyCacheCheckMs = options.keyCacheCheckMs ?? 1_000
   let checkedAt = Number.NEGATIVE_INFINITY
 
@@ -260,23 +267,27 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       },
     }) as T
 
+  const findKey = async (keyHash: string): Promise<KeyLookup | null> => {
+    const sentAt = performance.now()
+    const cached = sentAt - checkedAt < keyCacheCheckMs ? keyCache.get(keyHash) : undefined
+    if (cached) return copyLookup(cached)
+    const r = (await call('accounts', 'findKey', [keyHash])) as {
+      found: KeyLookup | null
+      epoch: number
+    }
+    // Read before a change the same reply reports: not worth keeping.
+    if (r.epoch !== knownEpoch) return r.found
+    checkedAt = Math.max(checkedAt, sentAt)
+    if (r.found) {
+      if (keyCache.size >= KEY_CACHE) keyCache.clear()
+      keyCache.set(keyHash, copyLookup(r.found))
+    }
+    return r.found
+  }
   const accounts = forward<Store['accounts']>('accounts', {
+    findKey,
     async findByKeyHash(keyHash) {
-      const sentAt = performance.now()
-      const cached = sentAt - checkedAt < keyCacheCheckMs ? keyCache.get(keyHash) : undefined
-      if (cached) return copyAccount(cached)
-      const r = (await call('accounts', 'findByKeyHash', [keyHash])) as {
-        account: Account | null
-        epoch: number
-      }
-      // Read before a change the same reply reports: not worth keeping.
-      if (r.epoch !== knownEpoch) return r.account
-      checkedAt = Math.max(checkedAt, sentAt)
-      if (r.account) {
-        if (keyCache.size >= KEY_CACHE) keyCache.clear()
-        keyCache.set(keyHash, copyAccount(r.account))
-      }
-      return r.account
+      return (await findKey(keyHash))?.account ?? null
     },
   })
 

@@ -106,9 +106,9 @@ function start(engine: SqliteEngine, ns: string, method: string, args: unknown[]
       return result.then((charged) => (charged === args[1] ? SETTLED_AS_GIVEN : charged))
     }
     // A key lookup says which cache generation it read in, for the event loop's cache.
-    if (ns === 'accounts' && method === 'findByKeyHash') {
+    if (ns === 'accounts' && method === 'findKey') {
       const epoch = engine.cacheEpoch()
-      return result.then((account) => ({ account, epoch }))
+      return result.then((found) => ({ found, epoch }))
     }
     return result
   } catch (err) {

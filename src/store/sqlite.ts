@@ -13,8 +13,21 @@ import { createSqliteTaskStores } from './sqlite-tasks.ts'
 export { createSqliteStore } from './sqlite-thread.ts'
 import { createSqliteResponseStore } from './responses.ts'
 import { consumeWindows, rollWindow } from './rate-windows.ts'
+import {
+  chargeCounters,
+  noCounters,
+  decodeKeySettings,
+  decodeNotices,
+  encodeKeySettings,
+  encodeNotices,
+  keyRoom,
+  usageAt,
+  type KeyCounters,
+} from './key-usage.ts'
 import type {
   Account,
+  KeyHold,
+  KeyLookup,
   AccountStore,
   AdmissionStore,
   ApiKeyRecord,
@@ -120,6 +133,7 @@ interface AccountRow {
   model_discounts_ppm: string
   rate_limits: string
   overdraft: string
+  notices: string
 }
 interface KeyRow {
   hash: string
@@ -127,7 +141,27 @@ interface KeyRow {
   account_id: string
   prefix: string
   created_at: number
+  settings: string
 }
+interface CountersRow {
+  total: string
+  day_start: number
+  day: string
+  week_start: number
+  week: string
+  month_start: number
+  month: string
+}
+const toCounters = (r: CountersRow | undefined): KeyCounters | undefined =>
+  r && {
+    total: BigInt(r.total),
+    dayStart: r.day_start,
+    day: BigInt(r.day),
+    weekStart: r.week_start,
+    week: BigInt(r.week),
+    monthStart: r.month_start,
+    month: BigInt(r.month),
+  }
 interface FileRow {
   seq: number
   id: string
@@ -154,6 +188,7 @@ const toAccount = (r: AccountRow): Account => ({
   modelDiscountsPpm: JSON.parse(r.model_discounts_ppm) as Record<string, number>,
   rateLimits: JSON.parse(r.rate_limits) as Account['rateLimits'],
   ...(r.overdraft !== '0' ? { overdraft: BigInt(r.overdraft) } : {}),
+  ...(decodeNotices(r.notices) ? { notices: decodeNotices(r.notices) } : {}),
 })
 const toKey = (r: KeyRow): ApiKeyRecord => ({
   id: r.id,
@@ -161,6 +196,7 @@ const toKey = (r: KeyRow): ApiKeyRecord => ({
   hash: r.hash,
   prefix: r.prefix,
   createdAt: r.created_at,
+  ...decodeKeySettings(r.settings),
 })
 const toFile = (r: FileRow): StoredFile => ({
   id: r.id,
@@ -431,7 +467,7 @@ export function openSqliteStore(
   // changes PRAGMA data_version, which is read at most every `keyCacheCheckMs`: a key revoked or an
   // account changed through another process takes effect here within that time. Only keys that exist
   // are kept (unknown keys cost a query, not memory), at most KEY_CACHE.
-  const keyCache = new Map<string, Account>()
+  const keyCache = new Map<string, KeyLookup>()
   const keyCacheCheckMs = options.keyCacheCheckMs ?? 1_000
   let dataVersion = -1
   let checkedAt = Number.NEGATIVE_INFINITY
@@ -444,30 +480,71 @@ export function openSqliteStore(
     ...a,
     modelDiscountsPpm: { ...a.modelDiscountsPpm },
     rateLimits: { ...a.rateLimits },
+    ...(a.notices ? { notices: { ...a.notices } } : {}),
   })
+  const copyKey = (k: ApiKeyRecord): ApiKeyRecord => ({
+    ...k,
+    ...(k.allowedModels ? { allowedModels: [...k.allowedModels] } : {}),
+    ...(k.rateLimits ? { rateLimits: { ...k.rateLimits } } : {}),
+  })
+  const copyLookup = (l: KeyLookup): KeyLookup => ({ account: copyAccount(l.account), key: copyKey(l.key) })
+  const findKey = (keyHash: string): KeyLookup | null =>
+    read(() => {
+      const now = performance.now()
+      if (now - checkedAt >= keyCacheCheckMs) {
+        const version = get<{ data_version: number }>('PRAGMA data_version')!.data_version
+        if (version !== dataVersion) changedAccounts()
+        dataVersion = version
+        checkedAt = now
+      }
+      const cached = keyCache.get(keyHash)
+      if (cached) return copyLookup(cached)
+      const r = get<
+        AccountRow & { k_id: string; k_prefix: string; k_created_at: number; k_settings: string }
+      >(
+        `SELECT a.*, k.id AS k_id, k.prefix AS k_prefix, k.created_at AS k_created_at, k.settings AS k_settings
+         FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`,
+        keyHash,
+      )
+      if (!r) return null
+      const found: KeyLookup = {
+        account: toAccount(r),
+        key: toKey({
+          hash: keyHash,
+          id: r.k_id,
+          account_id: r.id,
+          prefix: r.k_prefix,
+          created_at: r.k_created_at,
+          settings: r.k_settings,
+        }),
+      }
+      if (keyCache.size >= KEY_CACHE) keyCache.clear()
+      keyCache.set(keyHash, found)
+      return copyLookup(found)
+    })
   const overdraftOf = (a: Pick<Account, 'overdraft'>): string => (a.overdraft ?? 0n).toString()
 
   const accounts: AccountStore = {
     async findByKeyHash(keyHash) {
-      return read(() => {
-        const now = performance.now()
-        if (now - checkedAt >= keyCacheCheckMs) {
-          const version = get<{ data_version: number }>('PRAGMA data_version')!.data_version
-          if (version !== dataVersion) changedAccounts()
-          dataVersion = version
-          checkedAt = now
-        }
-        const cached = keyCache.get(keyHash)
-        if (cached) return copyAccount(cached)
-        const r = get<AccountRow>(
-          'SELECT a.* FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?',
-          keyHash,
-        )
+      return findKey(keyHash)?.account ?? null
+    },
+    async findKey(keyHash) {
+      return findKey(keyHash)
+    },
+    async getKey(accountId, keyHash) {
+      const r = read(() =>
+        get<KeyRow>('SELECT * FROM api_keys WHERE account_id = ? AND hash = ?', accountId, keyHash),
+      )
+      return r ? toKey(r) : null
+    },
+    async updateKey(accountId, keyHash, patch) {
+      return tx(() => {
+        changedAccounts()
+        const r = get<KeyRow>('SELECT * FROM api_keys WHERE account_id = ? AND hash = ?', accountId, keyHash)
         if (!r) return null
-        const account = toAccount(r)
-        if (keyCache.size >= KEY_CACHE) keyCache.clear()
-        keyCache.set(keyHash, account)
-        return copyAccount(account)
+        const settings = encodeKeySettings({ ...toKey(r), ...patch })
+        run('UPDATE api_keys SET settings = ? WHERE hash = ?', settings, keyHash)
+        return toKey({ ...r, settings })
       })
     },
     async get(id) {
@@ -478,8 +555,8 @@ export function openSqliteStore(
       return tx(
         () =>
           run(
-            `INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits, credits, usage, overdraft)
-             VALUES (?, ?, ?, ?, ?, ?, ?, '0', ?) ON CONFLICT (id) DO NOTHING`,
+            `INSERT INTO accounts (id, name, created_at, discount_ppm, model_discounts_ppm, rate_limits, credits, usage, overdraft, notices)
+             VALUES (?, ?, ?, ?, ?, ?, ?, '0', ?, ?) ON CONFLICT (id) DO NOTHING`,
             account.id,
             account.name,
             account.createdAt,
@@ -488,6 +565,7 @@ export function openSqliteStore(
             JSON.stringify(account.rateLimits),
             initialCredits.toString(),
             overdraftOf(account),
+            encodeNotices(account.notices),
           ) === 1,
       )
     },
@@ -498,12 +576,13 @@ export function openSqliteStore(
         if (!r) return null
         const next: Account = { ...toAccount(r), ...patch, id, createdAt: r.created_at }
         run(
-          'UPDATE accounts SET name = ?, discount_ppm = ?, model_discounts_ppm = ?, rate_limits = ?, overdraft = ? WHERE id = ?',
+          'UPDATE accounts SET name = ?, discount_ppm = ?, model_discounts_ppm = ?, rate_limits = ?, overdraft = ?, notices = ? WHERE id = ?',
           next.name,
           next.discountPpm,
           JSON.stringify(next.modelDiscountsPpm),
           JSON.stringify(next.rateLimits),
           overdraftOf(next),
+          encodeNotices(next.notices),
           id,
         )
         return toAccount({
@@ -513,6 +592,7 @@ export function openSqliteStore(
           model_discounts_ppm: JSON.stringify(next.modelDiscountsPpm),
           rate_limits: JSON.stringify(next.rateLimits),
           overdraft: overdraftOf(next),
+          notices: encodeNotices(next.notices),
         })
       })
     },
@@ -524,14 +604,15 @@ export function openSqliteStore(
         changedAccounts()
         mustExist(key.accountId)
         run(
-          `INSERT INTO api_keys (hash, id, account_id, prefix, created_at) VALUES (?, ?, ?, ?, ?)
+          `INSERT INTO api_keys (hash, id, account_id, prefix, created_at, settings) VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (hash) DO UPDATE SET id = excluded.id, account_id = excluded.account_id,
-             prefix = excluded.prefix, created_at = excluded.created_at`,
+             prefix = excluded.prefix, created_at = excluded.created_at, settings = excluded.settings`,
           key.hash,
           key.id,
           key.accountId,
           key.prefix,
           key.createdAt,
+          encodeKeySettings(key),
         )
       })
     },
@@ -555,24 +636,47 @@ export function openSqliteStore(
     upperBound: bigint,
     now: number,
     ttlMs: number,
-  ): Reservation | null => {
+    key?: KeyHold,
+  ): { reservation: Reservation | null; keyLimited: boolean } => {
     const b = balanceOf(accountId)
-    if (!b) return null
+    if (!b) return { reservation: null, keyLimited: false }
     // Expired holds (their request crashed or hung) stop counting; drop them while here.
     run('DELETE FROM reservations WHERE account_id = ? AND expires_at <= ?', accountId, now)
     const available = BigInt(b.credits) - BigInt(b.usage) - reservedOf(accountId, now)
-    if (available <= 0n) return null
-    const amount = upperBound < available ? upperBound : available
+    if (available <= 0n) return { reservation: null, keyLimited: false }
+    let amount = upperBound < available ? upperBound : available
+    // The key's limit, in the same transaction: its spend counters and its own open holds.
+    if (key && key.limit !== null) {
+      const room = keyRoom(countersOf(key.hash), key, keyHeldOf(accountId, key.hash, now), now)!
+      if (room <= 0n) return { reservation: null, keyLimited: true }
+      if (room < amount) amount = room
+    }
     const expiresAt = now + ttlMs
     run(
-      `INSERT INTO reservations (account_id, id, amount, expires_at) VALUES (?, ?, ?, ?)
-       ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at`,
+      `INSERT INTO reservations (account_id, id, amount, expires_at, key_hash) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at,
+         key_hash = excluded.key_hash`,
       accountId,
       id,
       amount.toString(),
       expiresAt,
+      key?.hash ?? null,
     )
-    return { id, accountId, amount, expiresAt }
+    return { reservation: { id, accountId, amount, expiresAt }, keyLimited: false }
+  }
+  const countersOf = (keyHash: string): KeyCounters | undefined =>
+    toCounters(get<CountersRow>('SELECT * FROM key_usage WHERE key_hash = ?', keyHash))
+  /** The key's open holds (a handful: summed here). */
+  const keyHeldOf = (accountId: string, keyHash: string, now: number): bigint => {
+    let sum = 0n
+    for (const r of all<{ amount: string }>(
+      'SELECT amount FROM reservations WHERE account_id = ? AND key_hash = ? AND expires_at > ?',
+      accountId,
+      keyHash,
+      now,
+    ))
+      sum += BigInt(r.amount)
+    return sum
   }
 
   const ledger: LedgerStore = {
@@ -593,7 +697,13 @@ export function openSqliteStore(
       })
     },
     async reserve(accountId, id, upperBound, now, ttlMs) {
-      return tx(() => reserveNow(accountId, id, upperBound, now, ttlMs))
+      return tx(() => reserveNow(accountId, id, upperBound, now, ttlMs).reservation)
+    },
+    async reserveForKey(accountId, id, upperBound, now, ttlMs, key) {
+      return tx(() => reserveNow(accountId, id, upperBound, now, ttlMs, key))
+    },
+    async keyUsage(accountId, keyHashes, now) {
+      return txRead(() => keyHashes.map((h) => usageAt(countersOf(h), keyHeldOf(accountId, h, now), now)))
     },
     async renew(ref, now, ttlMs) {
       return tx(
@@ -625,7 +735,15 @@ export function openSqliteStore(
           now,
         )
         const held = limit?.held ?? (hold ? BigInt(hold.amount) : undefined)
-        const record =
+        const keyHash =
+          input.keyHash ??
+          get<{ key_hash: string | null }>(
+            'SELECT key_hash FROM reservations WHERE account_id = ? AND id = ?',
+            ref.accountId,
+            ref.id,
+          )?.key_hash ??
+          undefined
+        const charged =
           hold && held !== undefined && input.cost <= held
             ? input
             : capCharge(
@@ -640,17 +758,38 @@ export function openSqliteStore(
                     (reservedOf(ref.accountId, now) - (hold ? BigInt(hold.amount) : 0n)),
                 }),
               )
+        const record =
+          keyHash === undefined || charged.keyHash === keyHash ? charged : { ...charged, keyHash }
         // The UNIQUE generation id makes the charge happen once: a repeat inserts nothing.
         const inserted = run(
-          `INSERT INTO generations (generation_id, account_id, created_at, cost, record) VALUES (?, ?, ?, ?, ?)
+          `INSERT INTO generations (generation_id, account_id, created_at, cost, record, key_hash) VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (generation_id) DO NOTHING`,
           record.generationId,
           record.accountId,
           record.createdAt,
           record.cost.toString(),
           encodeRecord(record),
+          keyHash ?? null,
         )
         if (inserted === 0) return null
+        if (keyHash !== undefined) {
+          const c = chargeCounters(countersOf(keyHash) ?? noCounters(), record.createdAt, record.cost)
+          run(
+            `INSERT INTO key_usage (key_hash, total, day_start, day, week_start, week, month_start, month)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (key_hash) DO UPDATE SET total = excluded.total, day_start = excluded.day_start,
+               day = excluded.day, week_start = excluded.week_start, week = excluded.week,
+               month_start = excluded.month_start, month = excluded.month`,
+            keyHash,
+            c.total.toString(),
+            c.dayStart,
+            c.day.toString(),
+            c.weekStart,
+            c.week.toString(),
+            c.monthStart,
+            c.month.toString(),
+          )
+        }
         run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id)
         run(
           'UPDATE accounts SET usage = ? WHERE id = ?',
@@ -672,17 +811,21 @@ export function openSqliteStore(
       )
       return r ? decodeRecord(r.record) : null
     },
-    async listByAccount(accountId, { limit, before, model }) {
-      // The model lives in the record's JSON: a filtered listing reads the account's rows.
-      const byModel = model === undefined ? '' : "AND json_extract(record, '$.model') = ?"
-      const modelParam = model === undefined ? [] : [model]
+    async listByAccount(accountId, { limit, before, model, keyHash }) {
       const rows = read(() => {
+        // Filtered by key, through its own index (generations_by_key); the model lives in the
+        // record's JSON, so a listing filtered by model reads the account's rows.
+        const byKey = keyHash === undefined ? '' : 'AND key_hash = ?'
+        const keyArg = keyHash === undefined ? [] : [keyHash]
+        const byModel = model === undefined ? '' : "AND json_extract(record, '$.model') = ?"
+        const modelArg = model === undefined ? [] : [model]
         if (before === undefined) {
           return all<{ generation_id: string; record: string }>(
-            `SELECT generation_id, record FROM generations WHERE account_id = ? ${byModel}
+            `SELECT generation_id, record FROM generations WHERE account_id = ? ${byKey} ${byModel}
              ORDER BY seq DESC LIMIT ?`,
             accountId,
-            ...modelParam,
+            ...keyArg,
+            ...modelArg,
             limit + 1,
           )
         }
@@ -693,11 +836,12 @@ export function openSqliteStore(
         )
         if (!at) return []
         return all<{ generation_id: string; record: string }>(
-          `SELECT generation_id, record FROM generations WHERE account_id = ? AND seq < ? ${byModel}
+          `SELECT generation_id, record FROM generations WHERE account_id = ? ${byKey} AND seq < ? ${byModel}
            ORDER BY seq DESC LIMIT ?`,
           accountId,
+          ...keyArg,
           at.seq,
-          ...modelParam,
+          ...modelArg,
           limit + 1,
         )
       })
@@ -783,11 +927,12 @@ export function openSqliteStore(
         return { allowed, decisions, hasCredits: c.totalCredits - c.totalUsage - c.reserved > 0n }
       }, checks.length > 0)
     },
-    async reserve(checks, windowMs, accountId, id, upperBound, now, ttlMs) {
+    async reserve(checks, windowMs, accountId, id, upperBound, now, ttlMs, key) {
       return tx(() => {
         const { allowed, decisions } = consumeNow(checks, windowMs, now)
         if (!allowed) return { allowed, decisions, reservation: null }
-        return { allowed, decisions, reservation: reserveNow(accountId, id, upperBound, now, ttlMs) }
+        const held = reserveNow(accountId, id, upperBound, now, ttlMs, key)
+        return key ? { allowed, decisions, ...held } : { allowed, decisions, reservation: held.reservation }
       })
     },
   }

@@ -38,7 +38,19 @@ export interface Account {
    * upstream reports more than admission allowed for (picodollars); absent: 0.
    */
   overdraft?: Money
+  /** Where and when the account is told of a low balance or a key near its limit; absent: never. */
+  notices?: AccountNotices
 }
+
+export interface AccountNotices {
+  /** The URL signed `balance.low` and `key.limit.low` events are posted to; null: none are sent. */
+  url: string | null
+  /** `balance.low` is sent when the balance falls to or below this (picodollars); null: never. */
+  balanceLow: Money | null
+}
+
+/** When a key's spending limit starts over: at 00:00 UTC, each Monday 00:00 UTC, each 1st 00:00 UTC. */
+export type LimitReset = 'daily' | 'weekly' | 'monthly'
 
 export interface ApiKeyRecord {
   id: string
@@ -48,11 +60,79 @@ export interface ApiKeyRecord {
   /** The first characters of the key, to tell keys apart in listings. */
   prefix: string
   createdAt: number
+  // The key's settings. Absent means the default: no name, no limit, never expires, enabled, every
+  // model, only the account's rate limits, an inference key.
+  name?: string
+  /** Spending limit (picodollars, charges after discount) per `limitReset` window; null: none. */
+  limit?: Money | null
+  /** null: the limit counts every charge since the key was made. */
+  limitReset?: LimitReset | null
+  /** Unix ms from which the key is refused; null: never. */
+  expiresAt?: number | null
+  disabled?: boolean
+  /** Model slugs or patterns (`anthropic/*`) the key may call; null: every model. */
+  allowedModels?: string[] | null
+  /** Per-key limits, on top of the account's. */
+  rateLimits?: RateLimits
+  /** A management key manages its account's keys and reads its usage; it never calls a model. */
+  management?: boolean
+  /** `key.limit.low` is sent when the limit's remainder falls to or below this (picodollars); null: never. */
+  limitLow?: Money | null
+  /** Unix ms of the last settings change; null: never changed. */
+  updatedAt?: number | null
+}
+
+/** The settings a key's owner may change (`updateKey`). */
+export type KeyPatch = Partial<
+  Pick<
+    ApiKeyRecord,
+    | 'name'
+    | 'limit'
+    | 'limitReset'
+    | 'expiresAt'
+    | 'disabled'
+    | 'allowedModels'
+    | 'rateLimits'
+    | 'limitLow'
+    | 'updatedAt'
+  >
+>
+
+/** What authentication found: the key's account and the key itself (its settings). */
+export interface KeyLookup {
+  account: Account
+  key: ApiKeyRecord
+}
+
+/**
+ * What a key has spent (picodollars, charged after discount), counted by `settle` in the same step as
+ * the account's charge: every record of the key, and those created in the current UTC day, week
+ * (from Monday) and month. `held` is its open reservations.
+ */
+export interface KeyUsage {
+  total: Money
+  daily: Money
+  weekly: Money
+  monthly: Money
+  held: Money
+}
+
+/** The key a reservation is taken for, and its spending limit (checked in the same step as the balance). */
+export interface KeyHold {
+  hash: string
+  limit: Money | null
+  limitReset: LimitReset | null
 }
 
 export interface AccountStore {
   /** The account owning the API key whose SHA-256 is `keyHash`, or null. */
   findByKeyHash(keyHash: string): Promise<Account | null>
+  /** The key whose SHA-256 is `keyHash` with its account (one lookup: every request makes it), or null. */
+  findKey(keyHash: string): Promise<KeyLookup | null>
+  /** One of the account's keys by its hash; null when the account has no such key. */
+  getKey(accountId: string, keyHash: string): Promise<ApiKeyRecord | null>
+  /** Changes one of the account's keys' settings; null when it has no such key. */
+  updateKey(accountId: string, keyHash: string, patch: KeyPatch): Promise<ApiKeyRecord | null>
   get(id: string): Promise<Account | null>
   /**
    * Creates the account and opens its ledger with `initialCredits`, atomically; false (and nothing
@@ -127,6 +207,22 @@ export interface LedgerStore {
   ): Promise<GenerationRecord | null>
   /** Drops the reservation; nothing when it is already gone. */
   release(reservation: ReservationRef): Promise<void>
+  /**
+   * As `reserve`, for a request made with `key`: the reservation carries the key's hash (its settle
+   * charges the key too), and, when the key has a limit, the hold is also at most what the key has
+   * left in its current window (limit − spent − its open holds, read in the same atomic step).
+   * `keyLimited`: refused because the key has nothing left (the account had).
+   */
+  reserveForKey(
+    accountId: string,
+    id: string,
+    upperBound: Money,
+    now: number,
+    ttlMs: number,
+    key: KeyHold,
+  ): Promise<{ reservation: Reservation | null; keyLimited: boolean }>
+  /** What each of the account's keys `keyHashes` has spent, at `now` (zeros for a key without charges). */
+  keyUsage(accountId: string, keyHashes: readonly string[], now: number): Promise<KeyUsage[]>
 }
 
 export interface SettleLimit {
@@ -192,6 +288,11 @@ export interface GenerationRecord {
   unbilledOverage?: { usd: Money; tokens: number }
   /** Every upstream call, in order; absent on records written before attempts were kept. */
   attempts?: AttemptRecord[]
+  /**
+   * The hash of the API key that made it (never the key). A settle given none takes its reservation's
+   * (`reserveForKey`); absent when neither named one.
+   */
+  keyHash?: string
 }
 
 export interface GenerationPage {
@@ -216,12 +317,13 @@ export interface ActivityRow {
 export interface GenerationStore {
   get(generationId: string): Promise<GenerationRecord | null>
   /**
-   * The account's records, newest (most recently settled) first; only `model`'s when given. `before`
-   * is a `nextCursor`; an unknown one gives an empty page.
+   * The account's records, newest (most recently settled) first. `before` is a `nextCursor`; an
+   * unknown one gives an empty page. `model`, `keyHash`: only the records of that model, made with
+   * that key.
    */
   listByAccount(
     accountId: string,
-    options: { limit: number; before?: string; model?: string },
+    options: { limit: number; before?: string; model?: string; keyHash?: string },
   ): Promise<GenerationPage>
   /**
    * The account's records created in [since, until) (Unix ms), summed per UTC day and model, exactly
@@ -280,6 +382,8 @@ export interface AdmitOutcome {
   decisions: RateDecision[]
   /** As `LedgerStore.reserve`; null too when the limits refused the request (nothing is held). */
   reservation: Reservation | null
+  /** The reservation was refused because the key has nothing left (`LedgerStore.reserveForKey`). */
+  keyLimited?: boolean
 }
 
 /**
@@ -301,7 +405,8 @@ export interface AdmissionStore {
   ): Promise<BeforeBodyOutcome>
   /**
    * `rateLimits.consume(checks, windowMs, now)`, then, when that allowed the request,
-   * `ledger.reserve(accountId, id, upperBound, now, ttlMs)`. A request refused for credits still counts.
+   * `ledger.reserve(accountId, id, upperBound, now, ttlMs)` (`ledger.reserveForKey` with `key`). A
+   * request refused for credits still counts.
    */
   reserve(
     checks: readonly RateCheck[],
@@ -311,6 +416,7 @@ export interface AdmissionStore {
     upperBound: Money,
     now: number,
     ttlMs: number,
+    key?: KeyHold,
   ): Promise<AdmitOutcome>
 }
 

@@ -8,7 +8,7 @@ import type { Ids } from '../ids.ts'
 import type { JsonValue } from '../providers/async-media/types.ts'
 import type { ModelTable } from '../routing/model-table.ts'
 import { familyKind, parseMediaInput, parsePredictionRequest } from '../schemas/predictions.ts'
-import type { Account, Store } from '../store/types.ts'
+import type { Account, ApiKeyRecord, Store } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
 import { taskCostBound } from './billing.ts'
 import { toPredictionBody, type PredictionBody } from './body.ts'
@@ -49,6 +49,11 @@ export interface CreateOptions {
   origin: string
   /** The requests-per-minute limit already counted this request (before its body was read). */
   requestCounted?: boolean
+  /**
+   * The key it is made with: its models and limits apply, and its hold names it, so the task's
+   * settlement (built from the task, later) is charged to the key too.
+   */
+  key?: ApiKeyRecord
 }
 
 export interface Predictions {
@@ -144,6 +149,8 @@ export function createPredictions(d: PredictionsDeps): Predictions {
     const id = d.ids.request()
     await admit(d, {
       account,
+      key: options.key,
+      holdKey: true,
       slug: model.slug,
       generationId: id,
       costBound: taskCostBound(media, deployment.price),

@@ -172,6 +172,241 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       })
     })
 
+    describe('keys', () => {
+      // 2023-11-14 (a Tuesday) 22:13:20 UTC, and what follows it on a test clock.
+      const T0 = 1_700_000_000_000
+      const DAY = 86_400_000
+      const nextDay = Date.UTC(2023, 10, 15) // 00:00 UTC the next day (still the same week and month)
+      const nextWeek = Date.UTC(2023, 10, 20) // Monday 00:00 UTC
+      const nextMonth = Date.UTC(2023, 11, 1)
+
+      it('keeps a key’s settings, finds the key with its account, updates it per account only', async () => {
+        const { store, id } = await withAccount(0n)
+        const other = uid('acct')
+        await store.accounts.create(accountFixture(other), 0n)
+        const key: ApiKeyRecord = {
+          ...keyFixture(id),
+          name: 'ci',
+          limit: usd('0.01'),
+          limitReset: 'daily',
+          expiresAt: T0 + DAY,
+          allowedModels: ['anthropic/*', 'mock/chat'],
+          rateLimits: { requestsPerMinute: 5 },
+          limitLow: usd('0.002'),
+        }
+        const bare = keyFixture(id)
+        await store.accounts.addKey(key)
+        await store.accounts.addKey(bare)
+
+        expect(await store.accounts.findKey(key.hash)).toEqual({ account: accountFixture(id), key })
+        expect((await store.accounts.findKey(bare.hash))?.key).toEqual(bare)
+        expect(await store.accounts.findKey(keyFixture(id).hash)).toBeNull()
+        expect(await store.accounts.getKey(id, key.hash)).toEqual(key)
+        expect(await store.accounts.getKey(other, key.hash)).toBeNull()
+
+        expect(await store.accounts.updateKey(other, key.hash, { disabled: true })).toBeNull()
+        const patched = await store.accounts.updateKey(id, key.hash, {
+          disabled: true,
+          limit: null,
+          allowedModels: null,
+          name: 'renamed',
+          updatedAt: T0 + 5,
+        })
+        const { limit: _l, allowedModels: _m, ...rest } = key
+        const expected = { ...rest, name: 'renamed', disabled: true, updatedAt: T0 + 5 }
+        expect(patched).toEqual(expected)
+        expect((await store.accounts.findKey(key.hash))?.key).toEqual(expected)
+        expect(await store.accounts.listKeys(id)).toEqual(
+          [expected, bare].sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)),
+        )
+        // A management key says so.
+        const admin = { ...keyFixture(id), management: true }
+        await store.accounts.addKey(admin)
+        expect((await store.accounts.findKey(admin.hash))?.key.management).toBe(true)
+      })
+
+      it('counts a key’s spend from its settled charges: total, and the UTC day, week and month', async () => {
+        const { store, id } = await withAccount(usd(10))
+        const key = keyFixture(id)
+        await store.accounts.addKey(key)
+        const charge = async (createdAt: number, cost: bigint) => {
+          const r = (await store.ledger.reserve(id, uid('g'), cost, createdAt, MINUTE))!
+          const record = generationFixture(uid('gen'), id, { createdAt, cost, keyHash: key.hash })
+          expect((await store.ledger.settle(r, record))?.keyHash).toBe(key.hash)
+        }
+        await charge(T0, usd('0.1'))
+        await charge(T0 + 1000, usd('0.2'))
+        expect(await store.ledger.keyUsage(id, [key.hash, keyFixture(id).hash], T0 + 2000)).toEqual([
+          { total: usd('0.3'), daily: usd('0.3'), weekly: usd('0.3'), monthly: usd('0.3'), held: 0n },
+          { total: 0n, daily: 0n, weekly: 0n, monthly: 0n, held: 0n },
+        ])
+        // The next UTC day: the day starts over, the week and month go on.
+        expect((await store.ledger.keyUsage(id, [key.hash], nextDay))[0]).toEqual({
+          total: usd('0.3'),
+          daily: 0n,
+          weekly: usd('0.3'),
+          monthly: usd('0.3'),
+          held: 0n,
+        })
+        await charge(nextDay + 10, usd('0.05'))
+        expect((await store.ledger.keyUsage(id, [key.hash], nextDay + 20))[0]).toMatchObject({
+          total: usd('0.35'),
+          daily: usd('0.05'),
+          weekly: usd('0.35'),
+        })
+        // A late record of the day before counts in the total and the week, not in today.
+        await charge(T0 + 3000, usd('0.01'))
+        expect((await store.ledger.keyUsage(id, [key.hash], nextDay + 30))[0]).toMatchObject({
+          total: usd('0.36'),
+          daily: usd('0.05'),
+          weekly: usd('0.36'),
+        })
+        expect((await store.ledger.keyUsage(id, [key.hash], nextWeek))[0]).toMatchObject({
+          weekly: 0n,
+          monthly: usd('0.36'),
+        })
+        expect((await store.ledger.keyUsage(id, [key.hash], nextMonth))[0]).toMatchObject({
+          total: usd('0.36'),
+          daily: 0n,
+          weekly: 0n,
+          monthly: 0n,
+        })
+        // The key's records, and only they, by key.
+        const r = (await store.ledger.reserve(id, 'nokey', 1n, T0, MINUTE))!
+        await store.ledger.settle(r, generationFixture(uid('gen'), id, { cost: 1n }))
+        const mine = await store.generations.listByAccount(id, { limit: 2, keyHash: key.hash })
+        expect(mine.data.map((g) => g.keyHash)).toEqual([key.hash, key.hash])
+        const rest = await store.generations.listByAccount(id, {
+          limit: 10,
+          keyHash: key.hash,
+          before: mine.nextCursor!,
+        })
+        expect(rest.data).toHaveLength(2)
+        expect((await store.generations.listByAccount(id, { limit: 10 })).data).toHaveLength(5)
+      })
+
+      it('holds at most what the key has left, refuses it when nothing is, and the balance still applies', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const key = keyFixture(id)
+        await store.accounts.addKey(key)
+        const hold = { hash: key.hash, limit: usd('0.01'), limitReset: null }
+        const a = await store.ledger.reserveForKey(id, 'a', usd('0.006'), T0, MINUTE, hold)
+        expect(a).toEqual({
+          reservation: { id: 'a', accountId: id, amount: usd('0.006'), expiresAt: T0 + MINUTE },
+          keyLimited: false,
+        })
+        const b = await store.ledger.reserveForKey(id, 'b', usd('0.006'), T0, MINUTE, hold)
+        expect(b.reservation?.amount).toBe(usd('0.004'))
+        expect(await store.ledger.reserveForKey(id, 'c', 1n, T0, MINUTE, hold)).toEqual({
+          reservation: null,
+          keyLimited: true,
+        })
+        expect((await store.ledger.keyUsage(id, [key.hash], T0))[0]?.held).toBe(usd('0.01'))
+        // Another key, or a request without a limit, is held from the balance alone.
+        expect(
+          (
+            await store.ledger.reserveForKey(id, 'd', usd('0.5'), T0, MINUTE, {
+              hash: keyFixture(id).hash,
+              limit: null,
+              limitReset: null,
+            })
+          ).reservation?.amount,
+        ).toBe(usd('0.5'))
+        // Settled at its actual cost, a hold frees the rest of the key's room.
+        await store.ledger.settle(
+          a.reservation!,
+          generationFixture('gen-a-' + id, id, { createdAt: T0, cost: usd('0.002') }),
+        )
+        expect(
+          (await store.ledger.reserveForKey(id, 'e', usd(1), T0, MINUTE, hold)).reservation?.amount,
+        ).toBe(usd('0.004'))
+        // An account with nothing left is refused as such, whatever the key has.
+        const poor = await withAccount(0n)
+        const pk = keyFixture(poor.id)
+        await poor.store.accounts.addKey(pk)
+        expect(
+          await poor.store.ledger.reserveForKey(poor.id, 'x', 1n, T0, MINUTE, { ...hold, hash: pk.hash }),
+        ).toEqual({
+          reservation: null,
+          keyLimited: false,
+        })
+        // The balance is the smaller bound: both apply.
+        const small = await withAccount(usd('0.003'))
+        const sk = keyFixture(small.id)
+        await small.store.accounts.addKey(sk)
+        expect(
+          (
+            await small.store.ledger.reserveForKey(small.id, 'y', usd(1), T0, MINUTE, {
+              ...hold,
+              hash: sk.hash,
+            })
+          ).reservation?.amount,
+        ).toBe(usd('0.003'))
+      })
+
+      it('a settle without a key takes its hold’s: the key is charged and named on the record', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const key = keyFixture(id)
+        await store.accounts.addKey(key)
+        const hold = { hash: key.hash, limit: usd('0.01'), limitReset: null }
+        const { reservation } = await store.ledger.reserveForKey(id, 'task', usd('0.004'), T0, MINUTE, hold)
+        const record = generationFixture('task-' + id, id, { createdAt: T0, cost: usd('0.003') })
+        await store.ledger.settle(reservation!, record)
+        expect((await store.generations.get(record.generationId))?.keyHash).toBe(key.hash)
+        expect((await store.ledger.keyUsage(id, [key.hash], T0))[0]).toMatchObject({
+          total: usd('0.003'),
+          held: 0n,
+        })
+      })
+
+      it('concurrent reserves against a key’s limit hold exactly what fits', async () => {
+        const { store, id } = await withAccount(usd(100))
+        const key = keyFixture(id)
+        await store.accounts.addKey(key)
+        const each = usd('0.001')
+        const hold = { hash: key.hash, limit: each * 7n, limitReset: 'daily' as const }
+        const results = await Promise.all(
+          Array.from({ length: 30 }, (_, i) =>
+            store.ledger.reserveForKey(id, `k${i}`, each, T0, MINUTE, hold),
+          ),
+        )
+        const held = results.filter((r) => r.reservation !== null)
+        expect(held).toHaveLength(7)
+        expect(held.every((r) => r.reservation!.amount === each)).toBe(true)
+        expect(results.filter((r) => r.keyLimited)).toHaveLength(23)
+        expect((await store.ledger.keyUsage(id, [key.hash], T0))[0]?.held).toBe(each * 7n)
+        // Through admission too (rate limits and the hold in one step): nothing more fits.
+        const more = await Promise.all(
+          Array.from({ length: 5 }, (_, i) =>
+            store.admission.reserve([], MINUTE, id, `m${i}`, each, T0, MINUTE, hold),
+          ),
+        )
+        expect(more.every((r) => r.reservation === null && r.keyLimited === true)).toBe(true)
+      })
+
+      it('a daily limit starts over at 00:00 UTC on the caller’s clock', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const key = keyFixture(id)
+        await store.accounts.addKey(key)
+        const hold = { hash: key.hash, limit: usd('0.01'), limitReset: 'daily' as const }
+        const { reservation } = await store.ledger.reserveForKey(id, 'd1', usd('0.01'), T0, MINUTE, hold)
+        await store.ledger.settle(
+          reservation!,
+          generationFixture('d1-' + id, id, { createdAt: T0, cost: usd('0.01'), keyHash: key.hash }),
+        )
+        expect((await store.ledger.reserveForKey(id, 'd2', 1n, nextDay - 1, MINUTE, hold)).keyLimited).toBe(
+          true,
+        )
+        const next = await store.ledger.reserveForKey(id, 'd3', usd(1), nextDay, MINUTE, hold)
+        expect(next.reservation?.amount).toBe(usd('0.01'))
+        // Without a reset the same spend counts for ever.
+        expect(
+          (await store.ledger.reserveForKey(id, 'd4', 1n, nextMonth, MINUTE, { ...hold, limitReset: null }))
+            .keyLimited,
+        ).toBe(true)
+      })
+    })
+
     describe('applied config', () => {
       it('keeps the last snapshot per account, replaced by the next', async () => {
         const store = await open()

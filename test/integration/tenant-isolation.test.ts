@@ -214,3 +214,44 @@ describe('slow bodies of one account', () => {
     expect((await post(gw, '/v1/chat/completions', 'sk-tenant-b', hello)).status).toBe(200)
   })
 })
+
+describe('connections per client address', () => {
+  it('past server.maxConnectionsPerAddress a new connection is closed unread; other addresses are not concerned', async () => {
+    const { gw, fake } = await setup({ maxConnectionsPerAddress: 2 })
+    const open = (from: string): Promise<RawConnection> =>
+      openRaw(gw.origin, from).then((c) => (cleanups.push(async () => void c.socket.destroy()), c))
+    const chat = JSON.stringify(hello)
+    const request = (key: string) =>
+      jsonHead('/v1/chat/completions', Buffer.byteLength(chat), key).replace(
+        '\r\n\r\n',
+        '\r\nconnection: keep-alive\r\n\r\n',
+      ) + chat
+
+    // Two connections of 127.0.0.2 are served and kept open.
+    const held = [await open('127.0.0.2'), await open('127.0.0.2')]
+    for (const c of held) {
+      await c.send(request('sk-tenant-a'))
+      expect((await c.response()).status).toBe(200)
+    }
+    expect(gw.app.connectionsByAddress.count(held[0]!.socket.localAddress!)).toBe(2)
+
+    // A third is closed as soon as it is accepted: no answer, nothing read, nothing sent upstream.
+    const third = await open('127.0.0.2')
+    await third.send(request('sk-tenant-a'))
+    await third.closed
+    await expect(third.response()).rejects.toThrow('connection closed before a whole response')
+
+    // Another address is not concerned.
+    const other = await open('127.0.0.1')
+    await other.send(request('sk-tenant-b'))
+    expect((await other.response()).status).toBe(200)
+
+    // Once one of 127.0.0.2's closes, it may connect again.
+    held[0]!.socket.destroy()
+    await vi.waitFor(() => expect(gw.app.connectionsByAddress.count('127.0.0.2')).toBe(1))
+    const again = await open('127.0.0.2')
+    await again.send(request('sk-tenant-a'))
+    expect((await again.response()).status).toBe(200)
+    expect(fake.requests.filter((r) => r.url.includes('chat'))).toHaveLength(4)
+  })
+})

@@ -20,9 +20,10 @@ export interface RawConnection {
   response(): Promise<RawResponse>
 }
 
-export async function openRaw(origin: string): Promise<RawConnection> {
+/** `localAddress`: the client address to connect from (another loopback address, 127.0.0.2, say). */
+export async function openRaw(origin: string, localAddress?: string): Promise<RawConnection> {
   const { hostname, port } = new URL(origin)
-  const socket = connect({ host: hostname, port: Number(port) })
+  const socket = connect({ host: hostname, port: Number(port), ...(localAddress ? { localAddress } : {}) })
   // The gateway may close while the test still writes (that is often the point): not a failure here.
   socket.on('error', () => {})
   await new Promise<void>((resolve, reject) => {
