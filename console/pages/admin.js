@@ -122,61 +122,104 @@ function discountForm(account, onDone) {
 async function keysSection(ctx, id) {
   const box = h('section', { 'aria-labelledby': 'keys-title' })
   const created = h('div', { role: 'status', 'aria-live': 'polite' })
+  const base = `/admin/accounts/${encodeURIComponent(id)}/keys`
+  const name = h('input', { id: 'new-key-name', maxlength: '200', placeholder: 'optional' })
+  const management = h('input', { id: 'new-key-management', type: 'checkbox' })
+  const form = h(
+    'form',
+    {
+      class: 'inline-form',
+      'aria-label': 'Create a key',
+      onsubmit: async (event) => {
+        event.preventDefault()
+        try {
+          const body = {
+            management: management.checked,
+            ...(name.value.trim() ? { name: name.value.trim() } : {}),
+          }
+          const k = await api(base, { method: 'POST', body })
+          created.replaceChildren(
+            h(
+              'div',
+              { class: 'card secret' },
+              h('p', {}, 'The new key, shown this once:'),
+              h('code', { dataset: { testid: 'new-key' } }, k.key),
+            ),
+          )
+          name.value = ''
+          management.checked = false
+          await load()
+        } catch (err) {
+          ctx.fail(err)
+        }
+      },
+    },
+    h('label', { for: 'new-key-name' }, 'Name'),
+    name,
+    h('label', { class: 'check' }, management, ' Management key'),
+    h('button', { type: 'submit' }, 'Create a key'),
+  )
   const load = async () => {
-    const keys = (await api(`/admin/accounts/${encodeURIComponent(id)}/keys`)).data
+    const keys = (await api(base)).data
     box.replaceChildren(
       h('h2', { id: 'keys-title' }, 'Keys'),
-      h(
-        'button',
-        {
-          type: 'button',
-          onclick: async () => {
-            try {
-              const k = await api(`/admin/accounts/${encodeURIComponent(id)}/keys`, {
-                method: 'POST',
-                body: {},
-              })
-              created.replaceChildren(
-                h(
-                  'div',
-                  { class: 'card secret' },
-                  h('p', {}, 'The new key, shown this once:'),
-                  h('code', { dataset: { testid: 'new-key' } }, k.key),
-                ),
-              )
-              await load()
-            } catch (err) {
-              ctx.fail(err)
-            }
-          },
-        },
-        'Create a key',
-      ),
+      form,
       created,
-      table(
-        'Keys',
-        ['Key', 'Id', 'Created', ''],
-        keys.map((k) => [
-          k.prefix ? `${k.prefix}…` : '(given as a hash)',
-          h('code', {}, k.id),
-          when(k.created_at),
-          h(
-            'button',
-            {
-              type: 'button',
-              class: 'danger',
-              onclick: async () => {
-                if (!window.confirm(`Revoke key ${k.prefix ?? k.id}?`)) return
-                await api(`/admin/accounts/${encodeURIComponent(id)}/keys/${encodeURIComponent(k.id)}`, {
-                  method: 'DELETE',
-                }).catch(ctx.fail)
-                await load().catch(ctx.fail)
-              },
-            },
-            'Revoke',
+      localPages(keys, 10, (items) =>
+        table(
+          'Keys',
+          ['Key', 'Role', 'Usage', 'Limit', 'State', 'Created', ''],
+          items.map((k) =>
+            h(
+              'tr',
+              { dataset: { key: k.hash } },
+              h(
+                'td',
+                {},
+                h('strong', {}, k.name),
+                h('div', { class: 'muted small' }, k.prefix ? `${k.prefix}…` : '(given as a hash)'),
+              ),
+              h('td', {}, k.is_management_key ? 'management' : 'inference'),
+              h('td', { class: 'num' }, usd(k.usage)),
+              h(
+                'td',
+                {},
+                k.limit === null
+                  ? 'No limit'
+                  : `${usd(k.limit_remaining)} left of ${usd(k.limit)}${k.limit_reset ? ` (${k.limit_reset})` : ''}`,
+              ),
+              h(
+                'td',
+                {},
+                k.disabled
+                  ? 'disabled'
+                  : k.expires_at && Date.parse(k.expires_at) <= Date.now()
+                    ? 'expired'
+                    : 'active',
+              ),
+              h('td', {}, when(k.created_at)),
+              h(
+                'td',
+                {},
+                h(
+                  'button',
+                  {
+                    type: 'button',
+                    class: 'danger',
+                    onclick: async () => {
+                      if (!window.confirm(`Revoke the key ${k.name}? Requests made with it stop at once.`))
+                        return
+                      await api(`${base}/${encodeURIComponent(k.id)}`, { method: 'DELETE' }).catch(ctx.fail)
+                      await load().catch(ctx.fail)
+                    },
+                  },
+                  'Revoke',
+                ),
+              ),
+            ),
           ),
-        ]),
-        { empty: 'No keys.' },
+          { empty: 'No keys.' },
+        ),
       ),
     )
   }

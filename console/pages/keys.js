@@ -90,7 +90,7 @@ export async function keysPage(ctx) {
   const load = async () => {
     let res
     try {
-      res = await api(`/v1/keys?offset=${offset}&limit=${PAGE}`, { quiet: true })
+      res = await api(`/v1/keys?offset=${offset}&limit=${PAGE}&include_disabled=true`, { quiet: true })
     } catch (err) {
       if (err.status === 403) {
         const me = await api('/v1/key').catch(() => null)

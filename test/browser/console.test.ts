@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
@@ -21,6 +22,7 @@ let browser: Browser
 let context: BrowserContext
 let page: Page
 let otherGeneration = ''
+let MANAGEMENT = ''
 const shots = screenshotDir()
 const docsShots = docsScreenshotDir()
 
@@ -133,6 +135,13 @@ beforeAll(async () => {
     body: { model: 'mock/chat', messages: [{ role: 'user', content: OTHER_SECRET_WORDS }] },
   })
   otherGeneration = other.body.id
+  // Acme's management key, made by the operator.
+  MANAGEMENT = (
+    await call('/admin/accounts/acme/keys', ADMIN, {
+      method: 'POST',
+      body: { management: true, name: 'console admin' },
+    })
+  ).body.key
   // A speech prediction, driven to its end by the runner.
   const task = await call('/v1/predictions', ACME, {
     method: 'POST',
@@ -238,6 +247,12 @@ describe('the console in Chromium', () => {
     await shoot('predictions')
   })
 
+  it('tells an inference key that managing keys needs a management key, and shows its own limit', async () => {
+    await open('#/keys', 'keys')
+    expect(await page.locator('main .notice-inline').textContent()).toContain('needs a management key')
+    expect(await page.locator('main table').textContent()).toContain('No limit')
+  })
+
   it('shows the webhook secret on request', async () => {
     await open('#/webhooks', 'webhooks')
     expect(await page.locator('[data-testid="webhook-secret"]').count()).toBe(0)
@@ -307,6 +322,43 @@ describe('the console in Chromium', () => {
     })
     expect(res.status).toBe(401)
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('invalid_session')
+  })
+
+  it('lets a management key create, edit, disable and delete a key', async () => {
+    await signIn(MANAGEMENT)
+    await page.locator('main[data-page="overview"]:not([aria-busy])').waitFor()
+    await open('#/keys', 'keys')
+    await page.fill('#new-name', 'ci bot')
+    await page.fill('#new-limit', '1')
+    await page.selectOption('#new-reset', 'daily')
+    await page.click('form:has(#new-name) button[type="submit"]')
+    const made = (await page.locator('[data-testid="new-key"]').textContent())!
+    expect((await call('/v1/key', made)).body.data).toMatchObject({
+      label: expect.any(String),
+      limit: 1,
+      limit_reset: 'daily',
+    })
+    const hash = createHash('sha256').update(made).digest('hex')
+    const row = page.locator(`tr[data-key="${hash}"]`)
+    expect(await row.textContent()).toContain('ci bot')
+    await shoot('keys')
+
+    await row.locator('button:text("Edit")').click()
+    const edit = page.locator(`#k-${hash.slice(0, 8)}-limit`)
+    await edit.fill('2')
+    await edit.press('Enter')
+    await expect.poll(async () => (await call('/v1/key', made)).body.data.limit).toBe(2)
+
+    await page.locator(`tr[data-key="${hash}"] button:text("Disable")`).click()
+    await expect.poll(async () => (await call('/v1/key', made)).body.error?.code).toBe('key_disabled')
+    await page.locator(`tr[data-key="${hash}"] button:text("Enable")`).waitFor()
+
+    page.once('dialog', (d) => void d.accept())
+    await page.locator(`tr[data-key="${hash}"] button:text("Delete")`).click()
+    await expect.poll(() => page.locator(`tr[data-key="${hash}"]`).count()).toBe(0)
+    expect((await call('/v1/key', made)).body.error.code).toBe('invalid_api_key')
+    await page.click('#sign-out')
+    await expect.poll(() => page.locator('#sign-in-error').textContent()).toBe('You are signed out.')
   })
 
   it('signs the operator in: accounts, a top-up, a key made and revoked, and the deployments', async () => {

@@ -255,6 +255,91 @@ describe('a console session as a credential', () => {
   })
 })
 
+describe('a console session and the key’s settings', () => {
+  it('takes the key’s role: a management key’s session manages keys and calls no model; an inference key’s the reverse', async () => {
+    const gw = await gateway()
+    const admin = { authorization: `Bearer ${ADMIN}` }
+    const made = await gw.app.inject({
+      method: 'POST',
+      url: '/admin/accounts/acme/keys',
+      headers: admin,
+      payload: { management: true },
+    })
+    const mgmt = await signIn(gw, made.json().key)
+    expect(mgmt.body).toMatchObject({ role: 'account', management: true })
+    const headers = { cookie: mgmt.cookie, 'x-csrf-token': mgmt.body.csrf_token }
+    const created = await gw.app.inject({
+      method: 'POST',
+      url: '/v1/keys',
+      headers,
+      payload: { name: 'bot', limit: 1 },
+    })
+    expect(created.statusCode).toBe(201)
+    const chat = await gw.app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      headers,
+      payload: { model: 'mock/chat', messages: [{ role: 'user', content: 'hi' }] },
+    })
+    expect(chat.json().error.code).toBe('management_key_not_allowed')
+    // Reads of the account's usage take any key.
+    expect((await gw.app.inject({ method: 'GET', url: '/v1/activity', headers })).statusCode).toBe(200)
+
+    const inference = await signIn(gw, 'sk-acme-0123456789')
+    expect(inference.body.management).toBe(false)
+    const list = await gw.app.inject({
+      method: 'GET',
+      url: '/v1/keys',
+      headers: { cookie: inference.cookie },
+    })
+    expect(list.json().error.code).toBe('management_key_required')
+  })
+
+  it('a disabled or expired key cannot sign in (the same refusal), and disabling a key ends its sessions', async () => {
+    const clock: Clock = { skew: 0, now: () => Date.now() + clock.skew }
+    const gw = await gateway({}, clock)
+    const admin = { authorization: `Bearer ${ADMIN}` }
+    const make = async (payload: object) =>
+      (
+        await gw.app.inject({ method: 'POST', url: '/admin/accounts/acme/keys', headers: admin, payload })
+      ).json()
+    const soon = await make({ expires_at: new Date(Date.now() + 60_000).toISOString() })
+    const live = await make({})
+    const session = await signIn(gw, live.key)
+    const other = await signIn(gw, soon.key)
+    expect(other.res.statusCode).toBe(200)
+
+    const mgmt = await make({ management: true })
+    const m = await signIn(gw, mgmt.key)
+    const patch = await gw.app.inject({
+      method: 'PATCH',
+      url: `/v1/keys/${live.hash}`,
+      headers: { cookie: m.cookie, 'x-csrf-token': m.body.csrf_token },
+      payload: { disabled: true },
+    })
+    expect(patch.statusCode).toBe(200)
+    const res = await gw.app.inject({
+      method: 'GET',
+      url: '/v1/account',
+      headers: { cookie: session.cookie },
+    })
+    expect(res.json().error.code).toBe('invalid_session')
+    const again = await signIn(gw, live.key)
+    expect(again.res.statusCode).toBe(401)
+    expect(again.body.error).toMatchObject({ code: 'invalid_api_key', message: 'invalid key' })
+
+    clock.skew = 120_000
+    expect(
+      (await gw.app.inject({ method: 'GET', url: '/v1/account', headers: { cookie: other.cookie } })).json()
+        .error.code,
+    ).toBe('invalid_session')
+    expect((await signIn(gw, soon.key)).body.error).toMatchObject({
+      code: 'invalid_api_key',
+      message: 'invalid key',
+    })
+  })
+})
+
 describe('console sign-out', () => {
   it('needs the CSRF token, clears the cookie and revokes the token on every instance sharing the database', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'junction-console-'))
