@@ -165,11 +165,19 @@ async function render() {
   }
 }
 
+// The skip link moves focus to the page's content; its #main must not reach the router.
+document.querySelector('.skip')?.addEventListener('click', (event) => {
+  event.preventDefault()
+  main.focus()
+})
+
 onUnauthorized((err) => {
   if (!session) return
   showSignIn(describeError(err))
 })
 window.addEventListener('hashchange', () => void render())
+// The chart takes its colours when drawn: a switch between light and dark draws the page again.
+window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => void render())
 
 async function start() {
   try {

@@ -151,6 +151,12 @@ export function generationDetail(g) {
     ['API', g.api],
     ['Model', g.model],
     ['Provider', g.provider],
+    [
+      'Key',
+      g.key_hash
+        ? h('code', { title: 'the SHA-256 of the key that made it' }, `${g.key_hash.slice(0, 16)}…`)
+        : '—',
+    ],
     ['Streamed', g.streamed ? 'yes' : 'no'],
     ['Finish reason', g.finishReason ?? '—'],
     ['Cancelled by the client', g.cancelled ? 'yes' : 'no'],

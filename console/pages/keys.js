@@ -124,7 +124,12 @@ export async function keysPage(ctx) {
       const row = h(
         'tr',
         { dataset: { key: k.hash } },
-        h('td', {}, h('strong', {}, k.name ?? '—'), h('div', { class: 'muted small' }, k.label ?? '')),
+        h(
+          'td',
+          {},
+          h('strong', {}, k.name ?? '—'),
+          h('div', { class: 'muted small' }, k.label ?? '', k.is_management_key ? ' · management' : ''),
+        ),
         h(
           'td',
           { class: 'num' },

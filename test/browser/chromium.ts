@@ -56,8 +56,10 @@ export const DOC_SHOTS = new Set([
   'console-sign-in-phone.png',
   'console-overview-desktop.png',
   'console-overview-phone.png',
+  'console-overview-dark-desktop.png',
   'console-generation-desktop.png',
   'console-predictions-desktop.png',
+  'console-keys-desktop.png',
   'console-admin-account-desktop.png',
   'console-admin-deployments-desktop.png',
 ])

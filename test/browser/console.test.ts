@@ -212,6 +212,52 @@ describe('the console in Chromium', () => {
     expect(await page.locator('[data-testid="chart-total"]').textContent()).toBe(money(sum))
   })
 
+  it('works from the keyboard and in dark mode', async () => {
+    // The first Tab reaches the skip link, which moves focus to the page's content.
+    await page.reload()
+    await page.locator('main[data-page="overview"]:not([aria-busy])').waitFor()
+    await page.keyboard.press('Tab')
+    expect(
+      await page.evaluate(
+        () =>
+          (globalThis as unknown as { document: { activeElement: { className: string } } }).document
+            .activeElement.className,
+      ),
+    ).toBe('skip')
+    await page.keyboard.press('Enter')
+    expect(
+      await page.evaluate(
+        () =>
+          (globalThis as unknown as { document: { activeElement: { id: string } } }).document.activeElement
+            .id,
+      ),
+    ).toBe('main')
+    expect(page.url()).toMatch(/#\/overview$/)
+    // Then the navigation, link by link.
+    await page.locator('.skip').focus()
+    await page.keyboard.press('Tab')
+    await page.keyboard.press('Tab')
+    await page.keyboard.press('Enter')
+    await page.locator('main[data-page="generations"]:not([aria-busy])').waitFor()
+    await open('#/overview', 'overview')
+
+    const background = () =>
+      page.evaluate(() => {
+        const g = globalThis as unknown as {
+          document: { body: object }
+          getComputedStyle(e: object): { backgroundColor: string }
+        }
+        return g.getComputedStyle(g.document.body).backgroundColor
+      })
+    expect(await background()).toBe('rgb(247, 247, 248)')
+    await page.emulateMedia({ colorScheme: 'dark' })
+    expect(await background()).toBe('rgb(17, 19, 24)')
+    await open('#/generations', 'generations')
+    await open('#/overview', 'overview')
+    await shoot('overview-dark')
+    await page.emulateMedia({ colorScheme: 'light' })
+  })
+
   it('lists generations with a model filter and opens one', async () => {
     await open('#/generations', 'generations')
     expect(await page.locator('tbody tr[data-generation]').count()).toBe(5)
