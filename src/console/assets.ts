@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { extname, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -43,6 +43,11 @@ function walk(dir: string): string[] {
 }
 
 export function loadConsoleAssets(dir: string = CONSOLE_DIR): ConsoleAssets {
+  if (!existsSync(join(dir, 'index.html'))) {
+    throw new Error(
+      `the console's files are missing (${dir}): ship the console/ folder, or set GATEWAY_CONSOLE=off`,
+    )
+  }
   const require = createRequire(import.meta.url)
   const sources = new Map<string, Buffer>()
   for (const path of walk(dir)) {
