@@ -437,6 +437,13 @@ describe('the console in Chromium', () => {
       .toBe(keysBefore)
     expect((await call('/v1/account', made!)).status).toBe(401)
 
+    // One of the account's generations, opened from its list.
+    const first = page.locator('tbody tr[data-generation]').first()
+    const gid = (await first.getAttribute('data-generation'))!
+    await first.locator('a').click()
+    await page.locator('main[data-page="admin/generation"]:not([aria-busy]) dl.details').waitFor()
+    expect(await page.locator('dl.details').textContent()).toContain(gid)
+
     await open('#/admin/deployments', 'admin/deployments')
     expect(await page.locator('main').textContent()).toContain('mock/chat')
     await shoot('admin-deployments')
