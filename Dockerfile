@@ -23,6 +23,8 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src
+# The browser console's pages and scripts (served at /console).
+COPY console ./console
 # State lives under /app/data: the SQLite database (./data/junction.db by default), uploaded files
 # (./data/files) and predictions' outputs (./data/outputs): the only directory the gateway writes,
 # owned by its user; mount a volume there.

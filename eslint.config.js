@@ -16,4 +16,26 @@ export default tseslint.config(
     files: ['bench/**', 'test/**', 'scripts/**'],
     rules: { 'no-console': 'off' },
   },
+  // The console's browser modules: plain ES modules, the browser's globals.
+  {
+    files: ['console/**/*.js'],
+    languageOptions: {
+      sourceType: 'module',
+      globals: Object.fromEntries(
+        [
+          'window',
+          'document',
+          'location',
+          'history',
+          'fetch',
+          'getComputedStyle',
+          'ResizeObserver',
+          'Node',
+          'URLSearchParams',
+          'Intl',
+          'queueMicrotask',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
 )

@@ -37,6 +37,11 @@ import { predictionsRoutes } from './routes/predictions.ts'
 import { responsesRoutes } from './routes/responses.ts'
 import { outputsRoutes } from './routes/outputs.ts'
 import { openapiRoutes } from './routes/openapi.ts'
+import { operatorRoutes } from './routes/operator.ts'
+import { reportsRoutes } from './routes/reports.ts'
+import { loadConsoleAssets } from './console/assets.ts'
+import { consoleRoutes } from './console/routes.ts'
+import { createConsoleSessions, deriveSessionSecret } from './console/session.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -262,13 +267,27 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   })
 
   registerCors(app, server.cors)
+  // The browser console: its session cookie is also a credential of the /v1 and admin routes.
+  const consoleConfig = deps.config.console
+  const sessions = consoleConfig.enabled
+    ? createConsoleSessions({
+        store: deps.store,
+        adminKey: deps.config.adminKey,
+        secret: deriveSessionSecret(consoleConfig.sessionSecret, deps.signingKey),
+        ttlMs: consoleConfig.sessionTtlMs,
+        signInsPerMinute: consoleConfig.signInsPerMinute,
+        now: deps.now,
+      })
+    : undefined
+  if (sessions) await app.register(consoleRoutes, { deps, sessions, assets: loadConsoleAssets() })
   await app.register(healthRoutes, { deps })
   // The OpenAPI document and its rendered page: public, like the API's own documentation.
   await app.register(openapiRoutes)
   // Signed output URLs carry their own authorisation (no bearer header).
   await app.register(outputsRoutes, { deps })
   if (deps.config.adminKey !== undefined) {
-    await app.register(adminRoutes, { deps, adminKey: deps.config.adminKey })
+    await app.register(adminRoutes, { deps, adminKey: deps.config.adminKey, allow: sessions?.isAdmin })
+    await app.register(operatorRoutes, { deps, adminKey: deps.config.adminKey, allow: sessions?.isAdmin })
     await app.register(metricsRoutes, { deps, adminKey: deps.config.adminKey })
   }
   // Anthropic's Messages API: its own auth (x-api-key too) and error shape.
@@ -276,7 +295,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   // Everything under /v1 and /routed needs an account.
   await app.register(async (api) => {
     api.addHook('onRequest', async (request) => {
-      admitKey(request, await authenticate(request, deps.store.accounts, deps.now()))
+      admitKey(
+        request,
+        (await sessions?.keyFor(request)) ?? (await authenticate(request, deps.store.accounts, deps.now())),
+      )
     })
     await api.register(chatRoutes, { deps })
     await api.register(embeddingsRoutes, { deps })
@@ -286,6 +308,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(keysRoutes, { deps })
     await api.register(predictionsRoutes, { deps })
     await api.register(responsesRoutes, { deps })
+    await api.register(reportsRoutes, { deps })
   })
   return app
 }

@@ -257,6 +257,21 @@ export interface Config {
   database: DatabaseConfig
   routing: RoutingConfig
   predictions: PredictionsConfig
+  /** The browser console at /console (src/console/). */
+  console: ConsoleConfig
+}
+
+export interface ConsoleConfig {
+  enabled: boolean
+  /**
+   * Signs session cookies; instances that share it accept each other's sessions. Absent: a key derived
+   * from the output signing key (configured, or generated once and kept in the store).
+   */
+  sessionSecret?: string
+  /** How long a console session lasts after sign-in. */
+  sessionTtlMs: number
+  /** Sign-in attempts per minute from one client address. */
+  signInsPerMinute: number
 }
 
 export const DEV_KEY = 'sk-dev'
@@ -913,6 +928,37 @@ export const fileSchema = z
       .default({})
       .describe('Where the state lives and how it is kept.'),
     routing: routingSchema.prefault({}).describe('Retries, circuit breaking and latency tracking.'),
+    console: z
+      .object({
+        enabled: z
+          .boolean()
+          .optional()
+          .describe('Serve the browser console at /console (`GATEWAY_CONSOLE=off` turns it off).'),
+        sessionSecret: z
+          .string()
+          .min(32, 'must be at least 32 characters')
+          .optional()
+          .describe(
+            "Key signing console sessions (`GATEWAY_CONSOLE_SECRET`); instances sharing it accept each other's sessions. Derived from the output signing key when unset.",
+          ),
+        sessionTtlMs: z
+          .number()
+          .int()
+          .min(60_000)
+          .max(7 * 86_400_000)
+          .optional()
+          .describe('How long a console session lasts after sign-in.'),
+        signInsPerMinute: z
+          .number()
+          .int()
+          .min(1)
+          .max(10_000)
+          .optional()
+          .describe('Console sign-in attempts one client address may make per minute.'),
+      })
+      .strict()
+      .default({})
+      .describe('The browser console.'),
     predictions: z
       .object({
         maxTaskMs: timeoutMs
@@ -1185,6 +1231,15 @@ export const envSchema = z.object({
     .max(600_000)
     .optional()
     .describe('How long a mock prediction takes.'),
+  GATEWAY_CONSOLE: z
+    .enum(['on', 'off', 'true', 'false', '1', '0'])
+    .optional()
+    .describe('`off` turns the browser console at /console off (on by default).'),
+  GATEWAY_CONSOLE_SECRET: z
+    .string()
+    .min(32, 'must be at least 32 characters')
+    .optional()
+    .describe('Key signing console sessions; else derived from the output signing key.'),
 })
 
 /** Every environment variable the gateway reads itself (provider presets add their key and base URL). */
@@ -1337,6 +1392,15 @@ export function loadConfig(
     },
     routing,
     predictions: resolvePredictions(file.predictions, e),
+    console: {
+      enabled:
+        e.GATEWAY_CONSOLE === undefined
+          ? (file.console.enabled ?? true)
+          : ['on', 'true', '1'].includes(e.GATEWAY_CONSOLE),
+      sessionSecret: e.GATEWAY_CONSOLE_SECRET ?? file.console.sessionSecret,
+      sessionTtlMs: file.console.sessionTtlMs ?? 60 * 60_000,
+      signInsPerMinute: file.console.signInsPerMinute ?? 10,
+    },
   }
   // Every configured price must be chargeable from what its provider reports, or nothing starts.
   let table

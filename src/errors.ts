@@ -32,6 +32,9 @@ export const errorCatalogue = {
   missing_api_key: { status: 401, type: 'authentication_error' },
   invalid_api_key: { status: 401, type: 'authentication_error' },
   invalid_admin_key: { status: 401, type: 'authentication_error' },
+  /** A console session cookie that is forged, signed out, or whose key was revoked. */
+  invalid_session: { status: 401, type: 'authentication_error' },
+  session_expired: { status: 401, type: 'authentication_error' },
   /** A key its account disabled, or one past its `expires_at`. */
   key_disabled: { status: 401, type: 'authentication_error' },
   key_expired: { status: 401, type: 'authentication_error' },
@@ -43,6 +46,8 @@ export const errorCatalogue = {
   url_expired: { status: 403, type: 'permission_error' },
   /** A CORS preflight from an origin (or with a method or header) server.cors does not allow. */
   origin_not_allowed: { status: 403, type: 'permission_error' },
+  /** A state-changing call made with a console session but without its CSRF token. */
+  invalid_csrf_token: { status: 403, type: 'permission_error' },
   /** A key whose `allowed_models` does not cover the model asked for. */
   model_not_allowed: { status: 403, type: 'permission_error' },
   /** A management key on a route that calls a model, or an inference key on the key API. */
@@ -111,6 +116,11 @@ export const errorWhen: Record<ErrorCode, string> = {
     'A management key called a model or another route it may not use; it only manages keys and reads usage.',
   management_key_required: 'The key API (`/v1/keys`, `/v1/notices`) was called with an inference key.',
   too_many_keys: 'The account already has 1000 keys.',
+  invalid_session:
+    'A console session cookie that is forged, signed out, or whose key was revoked, disabled or has expired (sign in again).',
+  session_expired: 'A console session past its `sessionTtlMs` (sign in again).',
+  invalid_csrf_token:
+    'A state-changing call made with a console session cookie but without its `X-CSRF-Token` header, or with a wrong one.',
   invalid_admin_key: 'A call to `/admin` or `/metrics` without the admin key.',
   insufficient_credits:
     'The balance minus the open reservations is not above zero; nothing is sent upstream.',

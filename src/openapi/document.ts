@@ -20,6 +20,7 @@ import {
   rateLimitsBody,
   webhookSecretBody,
 } from '../routes/admin.ts'
+import { activityQuery, deliveriesQuery, generationsQuery, reportPageQuery } from '../routes/reports.ts'
 import { adminCreateKeyBody, createKeyBody, noticesBody, updateKeyBody } from '../schemas/keys.ts'
 import { answerSchemas, fromZod, obj, type JsonSchema } from './schemas.ts'
 
@@ -72,6 +73,13 @@ const STREAMS: Record<string, string> = {
   '/v1/responses': 'the typed response.* events of the Responses API',
   '/v1/messages': "Anthropic's Messages stream events",
 }
+
+/** A query schema's parameters, as OpenAPI lists them. */
+const queryOf = (schema: Parameters<typeof fromZod>[0]): NonNullable<Route['query']> =>
+  Object.entries((fromZod(schema).properties ?? {}) as Record<string, JsonSchema>).map(([name, s]) => ({
+    name,
+    schema: s,
+  }))
 
 const ROUTES: Route[] = [
   ...(['/v1/chat/completions', '/routed/v1/chat/completions'] as const).map((path): Route => ({
@@ -463,6 +471,99 @@ const ROUTES: Route[] = [
   },
   {
     method: 'get',
+    path: '/v1/account',
+    tag: 'Account',
+    summary: "The caller's account: credits with what is held now, discounts and rate limits",
+    auth: 'key',
+    answers: { '200': { description: 'the account', schema: 'AccountView' } },
+    errors: [401],
+  },
+  {
+    method: 'get',
+    path: '/v1/activity',
+    tag: 'Account',
+    summary: "The account's spend per UTC day and model over the last 7, 30 or 90 days",
+    auth: 'key',
+    query: queryOf(activityQuery),
+    answers: { '200': { description: 'rows per day and model, and exact totals', schema: 'Activity' } },
+    errors: [400, 401],
+  },
+  {
+    method: 'get',
+    path: '/v1/generations',
+    tag: 'Account',
+    summary: "The account's generation records, newest first (`model` filters)",
+    auth: 'key',
+    query: queryOf(generationsQuery),
+    answers: { '200': { description: 'one page', schema: 'GenerationPage' } },
+    errors: [400, 401],
+  },
+  {
+    method: 'get',
+    path: '/v1/predictions',
+    tag: 'Predictions',
+    summary: "The account's prediction tasks, newest first, with their outputs",
+    auth: 'key',
+    query: queryOf(reportPageQuery),
+    answers: { '200': { description: 'one page', schema: 'PredictionPage' } },
+    errors: [400, 401, 403],
+  },
+  {
+    method: 'get',
+    path: '/v1/webhooks/deliveries',
+    tag: 'Predictions',
+    summary: "The account's latest webhook deliveries",
+    auth: 'key',
+    query: queryOf(deliveriesQuery),
+    answers: { '200': { description: 'the deliveries, newest first', schema: 'DeliveryList' } },
+    errors: [400, 401],
+  },
+  {
+    method: 'get',
+    path: '/console',
+    tag: 'Console',
+    summary: 'The browser console (an HTML page; its assets under /console/assets/)',
+    auth: 'none',
+    answers: { '200': { description: 'an HTML page', contentType: 'text/html', schema: { type: 'string' } } },
+  },
+  {
+    method: 'post',
+    path: '/console/session',
+    tag: 'Console',
+    summary: 'Sign in with a key (account or admin): sets the session cookie, answers the CSRF token',
+    auth: 'none',
+    body: { schema: 'ConsoleSignIn' },
+    answers: { '200': { description: 'the session', schema: 'ConsoleSession' } },
+    errors: [400, 401, 429],
+  },
+  {
+    method: 'get',
+    path: '/console/session',
+    tag: 'Console',
+    summary: 'The session of the cookie sent, with its CSRF token',
+    auth: 'none',
+    answers: { '200': { description: 'the session', schema: 'ConsoleSession' } },
+    errors: [401],
+  },
+  {
+    method: 'delete',
+    path: '/console/session',
+    tag: 'Console',
+    summary: 'Sign out: the session is revoked and the cookie cleared (needs the CSRF header)',
+    auth: 'none',
+    answers: {
+      '200': {
+        description: 'signed out',
+        schema: obj({
+          object: { type: 'string', const: 'console_session' },
+          signed_out: { type: 'boolean' },
+        }),
+      },
+    },
+    errors: [403],
+  },
+  {
+    method: 'get',
     path: '/openapi.json',
     tag: 'Operations',
     summary: 'This document',
@@ -603,6 +704,33 @@ const ROUTES: Route[] = [
   },
   {
     method: 'get',
+    path: '/admin/accounts/{id}/activity',
+    tag: 'Admin',
+    summary: "An account's spend per UTC day and model",
+    auth: 'admin',
+    query: queryOf(activityQuery),
+    answers: { '200': { description: 'rows per day and model, and exact totals', schema: 'Activity' } },
+    errors: [400, 404],
+  },
+  {
+    method: 'get',
+    path: '/admin/generations/{id}',
+    tag: 'Admin',
+    summary: 'One generation record of any account',
+    auth: 'admin',
+    answers: { '200': { description: 'the record, with `account_id`', schema: 'Generation' } },
+    errors: [404],
+  },
+  {
+    method: 'get',
+    path: '/admin/deployments',
+    tag: 'Admin',
+    summary: "The models in service, each deployment's prices and health as this instance sees it",
+    auth: 'admin',
+    answers: { '200': { description: 'the models', schema: 'DeploymentList' } },
+  },
+  {
+    method: 'get',
     path: '/admin/accounts/{id}/generations',
     tag: 'Admin',
     summary: "An account's generation records, newest first",
@@ -649,6 +777,7 @@ function requestSchemas(): Record<string, JsonSchema> {
     CreateKey: fromZod(createKeyBody),
     UpdateKey: fromZod(updateKeyBody),
     NoticesRequest: fromZod(noticesBody),
+    ConsoleSignIn: obj({ key: { type: 'string', description: "an account's key or the admin key" } }),
   }
 }
 
@@ -801,6 +930,7 @@ export function buildOpenApi(): JsonSchema {
       'Predictions',
       'Account',
       'Keys',
+      'Console',
       'Operations',
       'Admin',
     ].map((name) => ({ name })),

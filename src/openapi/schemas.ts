@@ -383,6 +383,130 @@ export const answerSchemas: Record<string, JsonSchema> = {
       ['label', 'limit', 'limit_remaining', 'usage', 'is_management_key', 'rate_limit'],
     ),
   }),
+  AccountView: obj(
+    {
+      id: str(),
+      object: constant('account'),
+      name: str(),
+      credits: obj({
+        total_credits: num(),
+        total_usage: num(),
+        balance: num(),
+        reserved: num('USD held by requests in flight'),
+        available: num('balance less what is held'),
+      }),
+      discount_percent: num(),
+      model_discounts: { type: 'object', additionalProperties: num() },
+      rate_limits: obj({ requests_per_minute: nullable(int()), tokens_per_minute: nullable(int()) }),
+    },
+    ['id', 'object', 'credits'],
+  ),
+  Activity: obj({
+    object: constant('list'),
+    days: int(),
+    since: str('first UTC day, YYYY-MM-DD'),
+    until: str('last UTC day (today), YYYY-MM-DD'),
+    data: {
+      type: 'array',
+      items: obj({
+        date: str(),
+        model: str(),
+        requests: int(),
+        prompt_tokens: int(),
+        completion_tokens: int(),
+        upstream_cost: num(),
+        cost: num(),
+      }),
+    },
+    total_cost: num('the sum of the rows, added exactly before conversion'),
+    total_requests: int(),
+  }),
+  PredictionPage: obj({
+    object: constant('list'),
+    data: {
+      type: 'array',
+      items: obj(
+        {
+          id: str(),
+          object: constant('prediction'),
+          model: str(),
+          status: str(),
+          created_at: int(),
+          updated_at: int(),
+          output: { type: 'array' },
+          error: {},
+          usage: {},
+        },
+        ['id', 'object', 'model', 'status', 'created_at'],
+      ),
+    },
+    next_cursor: nullable(str()),
+  }),
+  DeliveryList: obj({
+    object: constant('list'),
+    data: {
+      type: 'array',
+      items: obj(
+        {
+          id: str(),
+          object: constant('webhook_delivery'),
+          task_id: str(),
+          url: str(),
+          status: str(),
+          attempts: int(),
+          last_error: nullable(str()),
+          created_at: int(),
+          next_attempt_at: nullable(int()),
+        },
+        ['id', 'object', 'task_id', 'url', 'status', 'attempts', 'created_at'],
+      ),
+    },
+  }),
+  DeploymentList: obj({
+    object: constant('list'),
+    data: {
+      type: 'array',
+      items: obj(
+        {
+          model: str(),
+          type: str(),
+          strategy: str(),
+          deployments: {
+            type: 'array',
+            items: obj(
+              {
+                id: str(),
+                provider: str(),
+                upstream_model: str(),
+                weight: {},
+                pricing: {},
+                health: obj({
+                  breaker: str(),
+                  consecutive_failures: int(),
+                  latency_ms: nullable(num()),
+                  error_rate: nullable(num()),
+                }),
+              },
+              ['id', 'provider', 'health'],
+            ),
+          },
+        },
+        ['model', 'deployments'],
+      ),
+    },
+  }),
+  ConsoleSession: obj(
+    {
+      object: constant('console_session'),
+      role: str('`account` or `admin`'),
+      account: nullable(obj({ id: str(), name: str() })),
+      management: bool(),
+      admin_api: bool(),
+      csrf_token: str('send it back in `X-CSRF-Token` on every state-changing call'),
+      expires_at: int(),
+    },
+    ['object', 'role', 'csrf_token', 'expires_at'],
+  ),
   Notices: obj({
     data: obj({ url: nullable(str()), balance_low_threshold: nullable(num()) }),
   }),

@@ -93,11 +93,25 @@ export function requireAdminKey(adminKey: string): (request: FastifyRequest) => 
   }
 }
 
-export const adminRoutes: FastifyPluginAsync<{ deps: Deps; adminKey: string }> = async (
-  app,
-  { deps, adminKey },
-) => {
-  app.addHook('onRequest', requireAdminKey(adminKey))
+/** requireAdminKey, or another credential of the operator (`allow`: the console's session) first. */
+export function requireOperator(
+  adminKey: string,
+  allow?: (request: FastifyRequest) => Promise<boolean>,
+): (request: FastifyRequest) => Promise<void> {
+  const checkAdminKey = requireAdminKey(adminKey)
+  return async (request) => {
+    if (allow && (await allow(request))) return
+    await checkAdminKey(request)
+  }
+}
+
+export const adminRoutes: FastifyPluginAsync<{
+  deps: Deps
+  adminKey: string
+  /** Another credential of the operator (the console's session), checked before the admin key. */
+  allow?: (request: FastifyRequest) => Promise<boolean>
+}> = async (app, { deps, adminKey, allow }) => {
+  app.addHook('onRequest', requireOperator(adminKey, allow))
 
   const store = deps.store
   const keys = createKeyService(store, deps.now)

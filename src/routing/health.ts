@@ -11,6 +11,8 @@ export interface DeploymentHealth {
   consecutiveFailures: number
   /** Moving average of the time to first byte, ms; undefined when never measured or stale. */
   latencyMs: number | undefined
+  /** Moving average of failures among the calls that told something (0 to 1); undefined before any. */
+  errorRate: number | undefined
 }
 
 export interface Health {
@@ -38,6 +40,8 @@ interface Entry {
   probing: boolean
   latency: number | undefined
   measuredAt: number
+  /** Failures (1) and successes (0), averaged with the latency's alpha. */
+  errorRate: number | undefined
 }
 
 /** The key of a deployment in health and round-robin state. */
@@ -51,7 +55,14 @@ export function createHealth(config: RoutingConfig, now: () => number = Date.now
   const entry = (key: string): Entry => {
     let e = entries.get(key)
     if (!e) {
-      e = { failures: 0, openedAt: undefined, probing: false, latency: undefined, measuredAt: 0 }
+      e = {
+        failures: 0,
+        openedAt: undefined,
+        probing: false,
+        latency: undefined,
+        measuredAt: 0,
+        errorRate: undefined,
+      }
       entries.set(key, e)
     }
     return e
@@ -78,6 +89,7 @@ export function createHealth(config: RoutingConfig, now: () => number = Date.now
     success(key, ttfbMs) {
       const e = entry(key)
       e.failures = 0
+      e.errorRate = (1 - alpha) * (e.errorRate ?? 0)
       e.openedAt = undefined
       e.probing = false
       const fresh = e.latency !== undefined && now() - e.measuredAt < staleMs
@@ -87,6 +99,7 @@ export function createHealth(config: RoutingConfig, now: () => number = Date.now
     failure(key) {
       const e = entry(key)
       e.failures++
+      e.errorRate = alpha + (1 - alpha) * (e.errorRate ?? 0)
       // A failed probe opens it again for a full cooldown, as does reaching the threshold.
       if (e.probing || e.failures >= failureThreshold) e.openedAt = now()
       e.probing = false
@@ -102,7 +115,12 @@ export function createHealth(config: RoutingConfig, now: () => number = Date.now
     },
     snapshot(key) {
       const e = entries.get(key)
-      return { state: state(e), consecutiveFailures: e?.failures ?? 0, latencyMs: health.latency(key) }
+      return {
+        state: state(e),
+        consecutiveFailures: e?.failures ?? 0,
+        latencyMs: health.latency(key),
+        errorRate: e?.errorRate,
+      }
     },
   }
   return health

@@ -4,6 +4,7 @@ import { createMemoryFileStore } from './files.ts'
 import { createMemoryTaskStores } from './tasks-memory.ts'
 import { createMemoryResponseStore } from './responses.ts'
 import { consumeWindows, rollWindow } from './rate-windows.ts'
+import { byDayThenModel, DAY_MS } from './activity.ts'
 import {
   chargeCounters,
   keyRoom,
@@ -15,6 +16,7 @@ import {
 import type {
   Account,
   AccountStore,
+  ActivityRow,
   ApiKeyRecord,
   KeyLookup,
   GenerationRecord,
@@ -322,8 +324,9 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
       const r = records.get(id)
       return r ? copyRecord(r) : null
     },
-    async listByAccount(accountId, { limit, before, keyHash }) {
+    async listByAccount(accountId, { limit, before, model, keyHash }) {
       let ids = states.get(accountId)?.generations ?? []
+      if (model !== undefined) ids = ids.filter((id) => records.get(id)?.model === model)
       if (keyHash !== undefined) ids = ids.filter((id) => records.get(id)?.keyHash === keyHash)
       let end = ids.length
       if (before !== undefined) {
@@ -336,6 +339,34 @@ function createMemoryLedgerGroup(maxPerAccount = 50_000): {
         .reverse()
         .map((id) => copyRecord(records.get(id) as GenerationRecord))
       return { data, nextCursor: start > 0 && data.length > 0 ? (data.at(-1)?.generationId ?? null) : null }
+    },
+    async activity(accountId, since, until) {
+      const rows = new Map<string, ActivityRow>()
+      for (const id of states.get(accountId)?.generations ?? []) {
+        const r = records.get(id)
+        if (!r || r.createdAt < since || r.createdAt >= until) continue
+        const day = r.createdAt - (r.createdAt % DAY_MS)
+        const key = `${day}\0${r.model}`
+        let row = rows.get(key)
+        if (!row) {
+          row = {
+            day,
+            model: r.model,
+            requests: 0,
+            promptTokens: 0,
+            completionTokens: 0,
+            upstreamCost: 0n,
+            cost: 0n,
+          }
+          rows.set(key, row)
+        }
+        row.requests++
+        row.promptTokens += r.usage.prompt_tokens
+        row.completionTokens += r.usage.completion_tokens
+        row.upstreamCost += r.upstreamCost
+        row.cost += r.cost
+      }
+      return [...rows.values()].sort(byDayThenModel)
     },
   }
 

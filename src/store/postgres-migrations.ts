@@ -667,4 +667,11 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 12,
+    name: "generations by account and time (the console's activity report)",
+    sql: `CREATE INDEX generations_account_created ON generations (account_id, created_at);
+      CREATE INDEX tasks_account ON tasks (account_id, seq);
+      CREATE INDEX webhook_deliveries_account ON webhook_deliveries (account_id, seq);`,
+  },
 ]

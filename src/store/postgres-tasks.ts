@@ -324,6 +324,22 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       ])
       return current.rows[0] ? toTask(current.rows[0]) : null
     },
+    async listByAccount(accountId, { limit, before }) {
+      const { rows } =
+        before === undefined
+          ? await query<TaskRow>('SELECT * FROM tasks WHERE account_id = $1 ORDER BY seq DESC LIMIT $2', [
+              accountId,
+              limit + 1,
+            ])
+          : await query<TaskRow>(
+              `SELECT * FROM tasks WHERE account_id = $1
+                 AND seq < (SELECT seq FROM tasks WHERE account_id = $1 AND id = $3)
+               ORDER BY seq DESC LIMIT $2`,
+              [accountId, limit + 1, before],
+            )
+      const data = rows.slice(0, limit).map(toTask)
+      return { data, nextCursor: rows.length > limit && data.length > 0 ? data.at(-1)!.id : null }
+    },
     async sweep(before) {
       // One statement: the tasks, their idempotency keys and their settled deliveries go together.
       // Deliveries still pending stay: the finish they report is sent even though the task went.
@@ -424,6 +440,13 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       const { rows } = await query<DeliveryRow>(
         'SELECT * FROM webhook_deliveries WHERE task_id = $1 ORDER BY created_at, seq',
         [taskId],
+      )
+      return rows.map(toDelivery)
+    },
+    async listByAccount(accountId, limit) {
+      const { rows } = await query<DeliveryRow>(
+        'SELECT * FROM webhook_deliveries WHERE account_id = $1 ORDER BY seq DESC LIMIT $2',
+        [accountId, limit],
       )
       return rows.map(toDelivery)
     },

@@ -1,3 +1,4 @@
+import { byDayThenModel, DAY_MS } from './activity.ts'
 import { composeAdmission } from './admission.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
@@ -788,27 +789,62 @@ function createGenerations(query: Query): GenerationStore {
       ])
       return rows[0] ? toRecord(rows[0]) : null
     },
-    async listByAccount(accountId, { limit, before, keyHash }) {
+    async listByAccount(accountId, { limit, before, model, keyHash }) {
       // The cursor is the last generation id of the previous page; an unknown one matches no seq.
-      // A key filter uses its own index (generations_by_key).
-      const byKey = keyHash === undefined ? '' : 'AND key_hash = $3'
-      const { rows } =
-        before === undefined
-          ? await query<GenerationRow>(
-              `SELECT * FROM generations WHERE account_id = $1 ${byKey} ORDER BY seq DESC LIMIT $2`,
-              keyHash === undefined ? [accountId, limit + 1] : [accountId, limit + 1, keyHash],
-            )
-          : await query<GenerationRow>(
-              `SELECT * FROM generations WHERE account_id = $1 ${byKey.replace('$3', '$4')}
-                 AND seq < (SELECT seq FROM generations WHERE account_id = $1 AND generation_id = $3)
-               ORDER BY seq DESC LIMIT $2`,
-              keyHash === undefined
-                ? [accountId, limit + 1, before]
-                : [accountId, limit + 1, before, keyHash],
-            )
+      // A key filter uses its own index (generations_by_key). Parameters are numbered as they come.
+      const params: unknown[] = [accountId, limit + 1]
+      const where: string[] = []
+      if (before !== undefined) {
+        params.push(before)
+        where.push(
+          `AND seq < (SELECT seq FROM generations WHERE account_id = $1 AND generation_id = $${params.length})`,
+        )
+      }
+      if (keyHash !== undefined) {
+        params.push(keyHash)
+        where.push(`AND key_hash = $${params.length}`)
+      }
+      if (model !== undefined) {
+        params.push(model)
+        where.push(`AND model = $${params.length}`)
+      }
+      const { rows } = await query<GenerationRow>(
+        `SELECT * FROM generations WHERE account_id = $1 ${where.join(' ')} ORDER BY seq DESC LIMIT $2`,
+        params,
+      )
       const data = rows.slice(0, limit).map(toRecord)
       const more = rows.length > limit && data.length > 0
       return { data, nextCursor: more ? data.at(-1)!.generationId : null }
+    },
+    async activity(accountId, since, until) {
+      const { rows } = await query<{
+        day: string
+        model: string
+        requests: string
+        prompt: string | null
+        completion: string | null
+        upstream_cost: string
+        cost: string
+      }>(
+        `SELECT created_at - created_at % ${DAY_MS} AS day, model, count(*) AS requests,
+           sum((usage->>'prompt_tokens')::bigint) AS prompt,
+           sum((usage->>'completion_tokens')::bigint) AS completion,
+           sum(upstream_cost)::text AS upstream_cost, sum(cost)::text AS cost
+         FROM generations WHERE account_id = $1 AND created_at >= $2 AND created_at < $3
+         GROUP BY 1, 2`,
+        [accountId, since, until],
+      )
+      return rows
+        .map((r) => ({
+          day: Number(r.day),
+          model: r.model,
+          requests: Number(r.requests),
+          promptTokens: Number(r.prompt ?? 0),
+          completionTokens: Number(r.completion ?? 0),
+          upstreamCost: BigInt(r.upstream_cost),
+          cost: BigInt(r.cost),
+        }))
+        .sort(byDayThenModel)
     },
   }
 }

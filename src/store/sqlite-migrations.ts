@@ -233,4 +233,11 @@ export const sqliteMigrations: readonly Migration[] = [
       ALTER TABLE accounts ADD COLUMN notices TEXT NOT NULL DEFAULT '{}';
     `,
   },
+  {
+    version: 8,
+    // GenerationStore.activity: an account's records of a time range.
+    sql: `CREATE INDEX generations_by_account_created ON generations (account_id, created_at);
+      CREATE INDEX tasks_by_account ON tasks (account_id, seq);
+      CREATE INDEX webhook_deliveries_by_account ON webhook_deliveries (account_id, seq);`,
+  },
 ]

@@ -335,6 +335,31 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         return next
       })
     },
+    async listByAccount(accountId, { limit, before }) {
+      const rows = read(() => {
+        if (before === undefined) {
+          return all<TaskRow>(
+            'SELECT * FROM tasks WHERE account_id = ? ORDER BY seq DESC LIMIT ?',
+            accountId,
+            limit + 1,
+          )
+        }
+        const at = get<{ seq: number }>(
+          'SELECT seq FROM tasks WHERE account_id = ? AND id = ?',
+          accountId,
+          before,
+        )
+        if (!at) return []
+        return all<TaskRow>(
+          'SELECT * FROM tasks WHERE account_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?',
+          accountId,
+          at.seq,
+          limit + 1,
+        )
+      })
+      const data = rows.slice(0, limit).map(toTask)
+      return { data, nextCursor: rows.length > limit && data.length > 0 ? data.at(-1)!.id : null }
+    },
     async sweep(before) {
       return tx(() => {
         const gone = all<{ id: string; outputs: string }>(
@@ -473,6 +498,15 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         all<DeliveryRow>(
           'SELECT * FROM webhook_deliveries WHERE task_id = ? ORDER BY created_at, seq',
           taskId,
+        ),
+      ).map(toDelivery)
+    },
+    async listByAccount(accountId, limit) {
+      return read(() =>
+        all<DeliveryRow>(
+          'SELECT * FROM webhook_deliveries WHERE account_id = ? ORDER BY seq DESC LIMIT ?',
+          accountId,
+          limit,
         ),
       ).map(toDelivery)
     },

@@ -1,3 +1,4 @@
+import { byDayThenModel, DAY_MS, joinSplitSum, splitSumSql } from './activity.ts'
 import { randomUUID } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
@@ -119,8 +120,6 @@ export interface SqliteEngine extends Store {
   /** SQLite's automatic checkpoint threshold, in WAL pages. */
   setAutoCheckpoint(pages: number): void
 }
-
-const DAY_MS = 86_400_000
 
 /**
  * What the database thread answers for a `ledger.settle` that charged the record it was given,
@@ -818,16 +817,21 @@ export function openSqliteStore(
       )
       return r ? decodeRecord(r.record) : null
     },
-    async listByAccount(accountId, { limit, before, keyHash }) {
+    async listByAccount(accountId, { limit, before, model, keyHash }) {
       const rows = read(() => {
-        // Filtered by key, through its own index (generations_by_key).
+        // Filtered by key, through its own index (generations_by_key); the model lives in the
+        // record's JSON, so a listing filtered by model reads the account's rows.
         const byKey = keyHash === undefined ? '' : 'AND key_hash = ?'
         const keyArg = keyHash === undefined ? [] : [keyHash]
+        const byModel = model === undefined ? '' : "AND json_extract(record, '$.model') = ?"
+        const modelArg = model === undefined ? [] : [model]
         if (before === undefined) {
           return all<{ generation_id: string; record: string }>(
-            `SELECT generation_id, record FROM generations WHERE account_id = ? ${byKey} ORDER BY seq DESC LIMIT ?`,
+            `SELECT generation_id, record FROM generations WHERE account_id = ? ${byKey} ${byModel}
+             ORDER BY seq DESC LIMIT ?`,
             accountId,
             ...keyArg,
+            ...modelArg,
             limit + 1,
           )
         }
@@ -838,11 +842,12 @@ export function openSqliteStore(
         )
         if (!at) return []
         return all<{ generation_id: string; record: string }>(
-          `SELECT generation_id, record FROM generations WHERE account_id = ? ${byKey} AND seq < ?
+          `SELECT generation_id, record FROM generations WHERE account_id = ? ${byKey} AND seq < ? ${byModel}
            ORDER BY seq DESC LIMIT ?`,
           accountId,
           ...keyArg,
           at.seq,
+          ...modelArg,
           limit + 1,
         )
       })
@@ -852,6 +857,45 @@ export function openSqliteStore(
         data: page.map((r) => decodeRecord(r.record)),
         nextCursor: more ? page.at(-1)!.generation_id : null,
       }
+    },
+    async activity(accountId, since, until) {
+      const [costHigh, costLow] = splitSumSql('cost')
+      const [upHigh, upLow] = splitSumSql("json_extract(record, '$.upstreamCost')")
+      const rows = read(() =>
+        all<{
+          day: number
+          model: string
+          requests: number
+          prompt: number | null
+          completion: number | null
+          cost_high: number
+          cost_low: number
+          up_high: number
+          up_low: number
+        }>(
+          `SELECT created_at - created_at % ${DAY_MS} AS day, json_extract(record, '$.model') AS model,
+             count(*) AS requests,
+             sum(json_extract(record, '$.usage.prompt_tokens')) AS prompt,
+             sum(json_extract(record, '$.usage.completion_tokens')) AS completion,
+             ${costHigh} AS cost_high, ${costLow} AS cost_low, ${upHigh} AS up_high, ${upLow} AS up_low
+           FROM generations WHERE account_id = ? AND created_at >= ? AND created_at < ?
+           GROUP BY 1, 2`,
+          accountId,
+          since,
+          until,
+        ),
+      )
+      return rows
+        .map((r) => ({
+          day: Number(r.day),
+          model: r.model,
+          requests: Number(r.requests),
+          promptTokens: Number(r.prompt ?? 0),
+          completionTokens: Number(r.completion ?? 0),
+          upstreamCost: joinSplitSum(r.up_high, r.up_low),
+          cost: joinSplitSum(r.cost_high, r.cost_low),
+        }))
+        .sort(byDayThenModel)
     },
   }
 

@@ -118,6 +118,20 @@ export function createMemoryTaskStores(): TaskStores {
       }
       return copyTask(t)
     },
+    async listByAccount(accountId, { limit, before }) {
+      const ids = [...tasks.values()].filter((t) => t.accountId === accountId).map((t) => t.id)
+      let end = ids.length
+      if (before !== undefined) {
+        const at = ids.lastIndexOf(before)
+        end = at === -1 ? 0 : at
+      }
+      const start = Math.max(0, end - limit)
+      const data = ids
+        .slice(start, end)
+        .reverse()
+        .map((id) => copyTask(tasks.get(id)!))
+      return { data, nextCursor: start > 0 && data.length > 0 ? data.at(-1)!.id : null }
+    },
     async sweep(before) {
       const removed: string[] = []
       for (const t of [...tasks.values()]) {
@@ -191,6 +205,13 @@ export function createMemoryTaskStores(): TaskStores {
       return [...deliveries.values()]
         .filter((d) => d.taskId === taskId)
         .sort((a, b) => a.createdAt - b.createdAt)
+        .map(copyDelivery)
+    },
+    async listByAccount(accountId, limit) {
+      return [...deliveries.values()]
+        .filter((d) => d.accountId === accountId)
+        .slice(-limit)
+        .reverse()
         .map(copyDelivery)
     },
   }

@@ -148,6 +148,17 @@ export interface TaskStore {
   cancel(accountId: string, id: string, now: number): Promise<TaskRecord | null>
   /** Deletes finished tasks last updated before `before`; returns their outputs' ids. */
   sweep(before: number): Promise<string[]>
+  /**
+   * The account's tasks, newest (last created) first. `before` is a `nextCursor` (a task id of the
+   * account); an unknown one gives an empty page.
+   */
+  listByAccount(accountId: string, options: { limit: number; before?: string }): Promise<TaskPage>
+}
+
+export interface TaskPage {
+  data: TaskRecord[]
+  /** Pass as `before` for the next (older) page; null on the last page. */
+  nextCursor: string | null
 }
 
 export interface StoredOutput {
@@ -215,6 +226,8 @@ export interface WebhookStore {
   get(id: string): Promise<WebhookDelivery | null>
   /** The deliveries of one task, oldest first (tests and the admin view). */
   listByTask(taskId: string): Promise<WebhookDelivery[]>
+  /** The account's last `limit` deliveries, newest (last enqueued) first. */
+  listByAccount(accountId: string, limit: number): Promise<WebhookDelivery[]>
 }
 
 export interface SecretStore {

@@ -301,17 +301,35 @@ export interface GenerationPage {
   nextCursor: string | null
 }
 
+/** One UTC day's records of one model, summed (GenerationStore.activity). */
+export interface ActivityRow {
+  /** Unix ms of the UTC midnight starting the day. */
+  day: number
+  model: string
+  requests: number
+  promptTokens: number
+  completionTokens: number
+  upstreamCost: Money
+  cost: Money
+}
+
 /** Reads only: records are written by `LedgerStore.settle`, together with their charge. */
 export interface GenerationStore {
   get(generationId: string): Promise<GenerationRecord | null>
   /**
    * The account's records, newest (most recently settled) first. `before` is a `nextCursor`; an
-   * unknown one gives an empty page. `keyHash`: only the records made with that key.
+   * unknown one gives an empty page. `model`, `keyHash`: only the records of that model, made with
+   * that key.
    */
   listByAccount(
     accountId: string,
-    options: { limit: number; before?: string; keyHash?: string },
+    options: { limit: number; before?: string; model?: string; keyHash?: string },
   ): Promise<GenerationPage>
+  /**
+   * The account's records created in [since, until) (Unix ms), summed per UTC day and model, exactly
+   * (money as picodollars); ordered by day, then model. Days without records have no row.
+   */
+  activity(accountId: string, since: number, until: number): Promise<ActivityRow[]>
 }
 
 export interface RateDecision {

@@ -757,6 +757,73 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         })
         expect(await store.generations.get(uid('missing'))).toBeNull()
       })
+
+      it('filters a listing by model, paging within the filter', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const models = ['a/x', 'b/y', 'a/x', 'b/y', 'a/x']
+        const ids = models.map((_, i) => uid(`g${i}`))
+        for (const [i, g] of ids.entries()) {
+          await store.ledger.settle({ id: g, accountId: id }, generationFixture(g, id, { model: models[i]! }))
+        }
+        const p1 = await store.generations.listByAccount(id, { limit: 2, model: 'a/x' })
+        expect(p1.data.map((r) => r.generationId)).toEqual([ids[4], ids[2]])
+        const p2 = await store.generations.listByAccount(id, {
+          limit: 2,
+          model: 'a/x',
+          before: p1.nextCursor!,
+        })
+        expect(p2).toEqual({ data: [expect.objectContaining({ generationId: ids[0] })], nextCursor: null })
+        const ys = await store.generations.listByAccount(id, { limit: 10, model: 'b/y' })
+        expect(ys.data.map((r) => r.generationId)).toEqual([ids[3], ids[1]])
+        expect((await store.generations.listByAccount(id, { limit: 10, model: 'c/z' })).data).toEqual([])
+      })
+
+      it('sums spend per UTC day and model exactly, within the range, for the account only', async () => {
+        const { store, id } = await withAccount(10n ** 23n)
+        const other = uid('acct')
+        await store.accounts.create(accountFixture(other), usd(1))
+        const day = 86_400_000
+        const d0 = 1_700_006_400_000 // a UTC midnight
+        expect(d0 % day).toBe(0)
+        // 10^21 picodollars and one: a sum beyond 64 bits must stay exact.
+        const big = 10n ** 21n
+        const records: [number, string, bigint, bigint][] = [
+          [d0 - 1, 'a/x', 1n, 2n], // the day before the range
+          [d0, 'a/x', 3_000_000n, 4_000_000n],
+          [d0 + day - 1, 'a/x', 5n, 7n],
+          [d0 + 1000, 'b/y', big, big + 1n],
+          [d0 + 2000, 'b/y', big + 1n, big + 2n],
+          [d0 + day, 'a/x', 11n, 13n],
+          [d0 + 2 * day, 'a/x', 17n, 19n], // at `until`: outside
+        ]
+        for (const [i, [createdAt, model, cost, upstreamCost]] of records.entries()) {
+          const g = uid(`g${i}`)
+          await store.ledger.settle(
+            { id: g, accountId: id },
+            generationFixture(g, id, { createdAt, model, cost, upstreamCost, discount: upstreamCost - cost }),
+          )
+        }
+        const foreign = uid('g')
+        await store.ledger.settle(
+          { id: foreign, accountId: other },
+          generationFixture(foreign, other, { createdAt: d0 }),
+        )
+
+        const rows = await store.generations.activity(id, d0, d0 + 2 * day)
+        const base = { promptTokens: 0, completionTokens: 0 }
+        expect(rows.map((r) => ({ ...r, ...base }))).toEqual([
+          { day: d0, model: 'a/x', requests: 2, cost: 3_000_005n, upstreamCost: 4_000_007n, ...base },
+          { day: d0, model: 'b/y', requests: 2, cost: 2n * big + 1n, upstreamCost: 2n * big + 3n, ...base },
+          { day: d0 + day, model: 'a/x', requests: 1, cost: 11n, upstreamCost: 13n, ...base },
+        ])
+        expect(rows.map((r) => [r.promptTokens, r.completionTokens])).toEqual([
+          [20, 10],
+          [20, 10],
+          [10, 5],
+        ])
+        expect(await store.generations.activity(id, d0 + 3 * day, d0 + 4 * day)).toEqual([])
+        expect((await store.generations.activity(other, d0, d0 + day)).map((r) => r.requests)).toEqual([1])
+      })
     })
 
     describe('rate limits', () => {

@@ -130,6 +130,27 @@ export function describeTaskStoreContract(
 
   describe(`Task store contract: ${name}`, () => {
     describe('tasks', () => {
+      it('listByAccount pages the account’s tasks, newest first', async () => {
+        const { tasks } = await openStore()
+        const account = `acct-${taskId()}`
+        const made = [1, 2, 3, 4, 5].map((n) =>
+          taskFixture({ id: taskId(), accountId: account, createdAt: T0 + n }),
+        )
+        for (const t of made) await tasks.create(t, 0)
+        await tasks.create(taskFixture({ id: taskId(), accountId: `acct-${taskId()}` }), 0)
+        const p1 = await tasks.listByAccount(account, { limit: 2 })
+        expect(ids(p1.data)).toEqual(ids([made[4]!, made[3]!]))
+        expect(p1.data[0]).toEqual(made[4])
+        const p2 = await tasks.listByAccount(account, { limit: 2, before: p1.nextCursor! })
+        expect(ids(p2.data)).toEqual(ids([made[2]!, made[1]!]))
+        const p3 = await tasks.listByAccount(account, { limit: 2, before: p2.nextCursor! })
+        expect(p3).toEqual({ data: [made[0]], nextCursor: null })
+        expect(await tasks.listByAccount(account, { limit: 2, before: taskId() })).toEqual({
+          data: [],
+          nextCursor: null,
+        })
+      })
+
       it('create and get round-trip every field', async () => {
         const { tasks } = await openStore()
         const full = taskFixture({
@@ -596,6 +617,19 @@ export function describeTaskStoreContract(
         expect(await webhooks.get('msg_missing')).toBeNull()
         expect(await webhooks.listByTask(task)).toEqual([first, second])
         expect(await webhooks.listByTask(taskId())).toEqual([])
+      })
+
+      it('listByAccount: the account’s last deliveries, newest first', async () => {
+        const { webhooks } = await openStore()
+        const account = `acct-${taskId()}`
+        const made = [1, 2, 3].map((n) =>
+          deliveryFixture(taskId(), `e${n}`, { accountId: account, createdAt: T0 + n }),
+        )
+        for (const d of made) await webhooks.enqueue(d)
+        await webhooks.enqueue(deliveryFixture(taskId(), 'foreign', { accountId: `acct-${taskId()}` }))
+        expect(await webhooks.listByAccount(account, 2)).toEqual([made[2], made[1]])
+        expect(ids(await webhooks.listByAccount(account, 10))).toEqual(ids([made[2]!, made[1]!, made[0]!]))
+        expect(await webhooks.listByAccount(`acct-${taskId()}`, 10)).toEqual([])
       })
 
       it('claimDue leases pending due deliveries; record only by the lease holder', async () => {

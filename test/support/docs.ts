@@ -16,6 +16,7 @@ export const DOC_PAGES = [
   'docs/clients/routing.md',
   'docs/clients/keys.md',
   'docs/clients/errors.md',
+  'docs/console.md',
   'docs/operators/deploy.md',
   'docs/operators/production-checklist.md',
   'docs/operators/configuration.md',

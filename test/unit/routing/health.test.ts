@@ -112,3 +112,18 @@ describe('latency moving average', () => {
     expect(h.latency('d')).toBe(30)
   })
 })
+
+describe('error rate', () => {
+  it('is a moving average of failures among the calls that told something, unknown before any', () => {
+    const h = createHealth(routing, clock().now)
+    expect(h.snapshot('d').errorRate).toBeUndefined()
+    h.failure('d') // alpha 0.5: 0.5
+    expect(h.snapshot('d').errorRate).toBe(0.5)
+    h.success('d', 10) // 0.25
+    h.neutral('d') // a client error or a client gone tells nothing
+    expect(h.snapshot('d').errorRate).toBe(0.25)
+    h.failure('d') // 0.5 + 0.125
+    expect(h.snapshot('d').errorRate).toBe(0.625)
+    expect(h.snapshot('other').errorRate).toBeUndefined()
+  })
+})
