@@ -87,7 +87,8 @@ export function lingerAfterAnswer(
  * destroyed.
  */
 export function writeRawError(socket: Socket, e: GatewayError, requestId?: string): void {
-  if (socket.destroyed) return
+  // An injected request (light-my-request, in tests) has a stand-in socket with nothing to write on.
+  if (socket.destroyed || typeof socket.destroy !== 'function') return
   // Node's own clientError fallback checks the same field before writing.
   const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage
   if (!socket.writable || current?.headersSent === true) {
