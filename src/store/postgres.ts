@@ -1,4 +1,3 @@
-import { composeAdmission } from './admission.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
@@ -22,6 +21,8 @@ import type {
   RateCheck,
   RateDecision,
   AdmissionStore,
+  AdmitOutcome,
+  BeforeBodyOutcome,
   RateLimitStore,
   Reservation,
   ReservationRef,
@@ -57,6 +58,11 @@ export interface PostgresStoreOptions {
   batch?: { maxInFlight?: number; maxBatch?: number } | false
   /** Told every statement sent (its kind: the prepared statement's name, else `query`), for counters. */
   onRoundTrip?: (kind: string) => void
+  /**
+   * Told when this instance has forgotten its cached key lookups because accounts or keys changed in
+   * any instance (a notification arrived), or its listening connection was (re)opened (tests).
+   */
+  onAccountsChanged?: () => void
 }
 
 /** A statement with a `name` is prepared once per connection and then sent as name and values only. */
@@ -177,14 +183,16 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
   const batch = batchOptions(options.batch)
   const rateLimits = createRateLimits(query, batch)
   const ledger = createLedger(query, batch)
+  const keyCache = createKeyCache()
+  const listener = listenForAccountChanges(url, keyCache, options)
   const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000
   return {
-    accounts: createAccounts(query, batch),
+    accounts: createAccounts(query, batch, keyCache),
     ledger,
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
-    admission: createAdmission(query, ledger, rateLimits),
+    admission: createAdmission(query, batch),
     ...createPostgresTaskStores(query, transaction),
     responses: createPostgresResponseStore(query),
     async ping() {
@@ -207,7 +215,21 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
       },
     },
     async sweep(now) {
-      await query('DELETE FROM reservations WHERE expires_at <= $1', [now])
+      // Each account's ledger row is locked first, in account order, as every batch does (the triggers
+      // of migration 11 update it when its holds go): a sweep never deadlocks with a batch.
+      await transaction(async (q) => {
+        const { rows } = await q<{ account_id: string }>(
+          `SELECT account_id FROM ledger WHERE account_id IN (
+             SELECT account_id FROM reservations WHERE expires_at <= $1)
+           ORDER BY account_id FOR NO KEY UPDATE`,
+          [now],
+        )
+        if (rows.length === 0) return
+        await q('DELETE FROM reservations WHERE expires_at <= $1 AND account_id = ANY ($2::text[])', [
+          now,
+          rows.map((r) => r.account_id),
+        ])
+      })
       await query('DELETE FROM file_holds WHERE expires_at <= $1', [now])
       await rateLimits.sweep(now)
       if (retentionMs !== undefined) {
@@ -216,6 +238,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
       }
     },
     async close() {
+      await listener.close()
       await pool.end()
     },
   }
@@ -287,8 +310,115 @@ interface KeyRow {
   created_at: string
 }
 
-function createAccounts(query: Query, batch: Batch): AccountStore {
-  const findByKeyHash = batched<string, Account | null>(
+/** Accounts of API keys kept in memory for the lookup every request makes, at most. */
+const KEY_CACHE = 10_000
+/**
+ * How long a cached lookup is used without asking the database again: the bound on a key revoked
+ * (or an account changed) elsewhere still working here should the listening connection die silently.
+ */
+const KEY_CACHE_MAX_AGE_MS = 5_000
+
+/**
+ * The accounts of API keys this instance looked up. Used only while the listening connection is up
+ * (`live`), so that a change made by any instance clears it; this instance's own changes clear it at
+ * once. `epoch` moves at every clearing: a lookup sent before one is not cached.
+ */
+interface KeyCache {
+  live: boolean
+  epoch: number
+  entries: Map<string, { account: Account; at: number }>
+  forget(): void
+}
+
+function createKeyCache(): KeyCache {
+  const cache: KeyCache = {
+    live: false,
+    epoch: 0,
+    entries: new Map(),
+    forget() {
+      cache.entries.clear()
+      cache.epoch++
+    },
+  }
+  return cache
+}
+
+const copyAccount = (a: Account): Account => ({
+  ...a,
+  modelDiscountsPpm: { ...a.modelDiscountsPpm },
+  rateLimits: { ...a.rateLimits },
+})
+
+/**
+ * One connection outside the pool listening for `junction_accounts` (sent by triggers of migration
+ * 11 when accounts or keys change): every notification clears the key cache. While the connection is
+ * down the cache is not used, and it is opened again 1 s later, then 2 s, … up to 30 s.
+ */
+function listenForAccountChanges(
+  url: string,
+  cache: KeyCache,
+  options: Pick<PostgresStoreOptions, 'log' | 'onAccountsChanged'>,
+): { close(): Promise<void> } {
+  let closed = false
+  let current: pg.Client | null = null
+  let retryMs = 1_000
+  let timer: NodeJS.Timeout | undefined
+  const changed = (): void => {
+    cache.forget()
+    options.onAccountsChanged?.()
+  }
+  const lost = (client: pg.Client): void => {
+    if (current !== client) return
+    current = null
+    cache.live = false
+    cache.forget()
+    client.end().catch(() => {})
+    if (closed) return
+    timer = setTimeout(() => void open(), retryMs)
+    timer.unref()
+    retryMs = Math.min(retryMs * 2, 30_000)
+  }
+  const open = async (): Promise<void> => {
+    const client = new pg.Client({
+      connectionString: url,
+      connectionTimeoutMillis: 5_000,
+      keepAlive: true,
+      application_name: 'junction-listen',
+    })
+    current = client
+    client.on('notification', changed)
+    client.on('error', (err) => {
+      options.log?.debug({ err: { message: err.message } }, 'postgres listening connection error')
+      lost(client)
+    })
+    client.on('end', () => lost(client))
+    try {
+      await client.connect()
+      await client.query('LISTEN junction_accounts')
+    } catch {
+      lost(client)
+      return
+    }
+    if (current !== client) return
+    retryMs = 1_000
+    cache.live = true
+    changed()
+  }
+  void open()
+  return {
+    async close() {
+      closed = true
+      clearTimeout(timer)
+      const client = current
+      current = null
+      cache.live = false
+      await client?.end().catch(() => {})
+    },
+  }
+}
+
+function createAccounts(query: Query, batch: Batch, cache: KeyCache): AccountStore {
+  const lookUp = batched<string, Account | null>(
     batch,
     async (keyHash) => {
       const { rows } = await query<AccountRow>(
@@ -309,6 +439,29 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
       return hashes.map((h) => found.get(h) ?? null)
     },
   )
+  // Every request looks its key up: answered from the cache while it may be used; only keys that exist
+  // are kept (an unknown key costs a query, not memory).
+  const findByKeyHash = async (keyHash: string): Promise<Account | null> => {
+    const sentAt = performance.now()
+    const hit = cache.live ? cache.entries.get(keyHash) : undefined
+    if (hit && sentAt - hit.at < KEY_CACHE_MAX_AGE_MS) return copyAccount(hit.account)
+    const epoch = cache.epoch
+    const account = await lookUp(keyHash)
+    if (account && cache.live && cache.epoch === epoch) {
+      if (cache.entries.size >= KEY_CACHE) cache.entries.clear()
+      cache.entries.set(keyHash, { account: copyAccount(account), at: sentAt })
+    }
+    return account
+  }
+  /** This instance's own change: forgotten before the caller hears back (the others by notification). */
+  const changing = async <T>(p: Promise<T>): Promise<T> => {
+    cache.forget()
+    try {
+      return await p
+    } finally {
+      cache.forget()
+    }
+  }
   return {
     findByKeyHash,
     async get(id) {
@@ -339,22 +492,24 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
     },
     async update(id, patch) {
       const json = (v: object | undefined) => (v === undefined ? null : JSON.stringify(v))
-      const { rows } = await query<AccountRow>(
-        `UPDATE accounts a SET
+      const { rows } = await changing(
+        query<AccountRow>(
+          `UPDATE accounts a SET
            name = coalesce($2, a.name),
            discount_ppm = coalesce($3, a.discount_ppm),
            model_discounts_ppm = coalesce($4::jsonb, a.model_discounts_ppm),
            rate_limits = coalesce($5::jsonb, a.rate_limits),
            overdraft = coalesce($6::numeric, a.overdraft)
          WHERE a.id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
-        [
-          id,
-          patch.name ?? null,
-          patch.discountPpm ?? null,
-          json(patch.modelDiscountsPpm),
-          json(patch.rateLimits),
-          patch.overdraft === undefined ? null : money(patch.overdraft),
-        ],
+          [
+            id,
+            patch.name ?? null,
+            patch.discountPpm ?? null,
+            json(patch.modelDiscountsPpm),
+            json(patch.rateLimits),
+            patch.overdraft === undefined ? null : money(patch.overdraft),
+          ],
+        ),
       )
       return rows[0] ? toAccount(rows[0]) : null
     },
@@ -366,11 +521,13 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
     },
     async addKey(key) {
       try {
-        await query(
-          `INSERT INTO api_keys (hash, id, account_id, prefix, created_at) VALUES ($1, $2, $3, $4, $5)
+        await changing(
+          query(
+            `INSERT INTO api_keys (hash, id, account_id, prefix, created_at) VALUES ($1, $2, $3, $4, $5)
            ON CONFLICT (hash) DO UPDATE SET id = excluded.id, account_id = excluded.account_id,
              prefix = excluded.prefix, created_at = excluded.created_at`,
-          [key.hash, key.id, key.accountId, key.prefix, key.createdAt],
+            [key.hash, key.id, key.accountId, key.prefix, key.createdAt],
+          ),
         )
       } catch (err) {
         if (isUnknownAccount(err)) throw new Error(`unknown account ${key.accountId}`, { cause: err })
@@ -391,10 +548,9 @@ function createAccounts(query: Query, batch: Batch): AccountStore {
       }))
     },
     async removeKey(accountId, keyId) {
-      const { rowCount } = await query('DELETE FROM api_keys WHERE account_id = $1 AND id = $2', [
-        accountId,
-        keyId,
-      ])
+      const { rowCount } = await changing(
+        query('DELETE FROM api_keys WHERE account_id = $1 AND id = $2', [accountId, keyId]),
+      )
       return (rowCount ?? 0) > 0
     },
   }
@@ -406,8 +562,8 @@ interface CreditsRow {
   reserved: string
 }
 
-const OPEN_RESERVED = `(SELECT coalesce(sum(r.amount), 0) FROM reservations r
-  WHERE r.account_id = ledger.account_id AND r.expires_at > $2) AS reserved`
+// The open holds from the ledger row's total of holds (kept by triggers, migration 11).
+const OPEN_RESERVED = 'junction_open_held(ledger.account_id, ledger.held, $2) AS reserved'
 
 const toCredits = (r: CreditsRow): Credits => ({
   totalCredits: toMoney(r.credits),
@@ -497,13 +653,8 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
         usage: string | null
         reserved: string
       }>(
-        // The open holds summed once per distinct (account, now) of the batch, not once per call.
-        `WITH pairs AS (SELECT DISTINCT a, t FROM unnest($1::text[], $2::bigint[]) AS u(a, t)),
-           held AS (SELECT p.a, p.t, (SELECT coalesce(sum(r.amount), 0) FROM reservations r
-             WHERE r.account_id = p.a AND r.expires_at > p.t) AS reserved FROM pairs p)
-         SELECT q.i, l.credits, l.usage, held.reserved
+        `SELECT q.i, l.credits, l.usage, junction_open_held(q.a, l.held, q.t) AS reserved
          FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(a, t, i)
-         JOIN held ON held.a = q.a AND held.t = q.t
          LEFT JOIN ledger l ON l.account_id = q.a`,
         [items.map((c) => c.accountId), items.map((c) => c.now)],
         'credits_many',
@@ -636,8 +787,11 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
       return settle({ ref, record, limit })
     },
     async release(ref) {
+      // The ledger row first (the trigger that updates its total of holds would lock it after the
+      // hold's row, the reverse of what a settle does).
       await query(
-        'DELETE FROM reservations WHERE account_id = $1 AND id = $2',
+        `WITH l AS (SELECT 1 FROM ledger WHERE account_id = $1 FOR NO KEY UPDATE)
+         DELETE FROM reservations WHERE account_id = $1 AND id = $2 AND EXISTS (SELECT 1 FROM l)`,
         [ref.accountId, ref.id],
         'release',
       )
@@ -963,37 +1117,116 @@ function createRateLimits(query: Query, batch: Batch): RateLimitStore {
   }
 }
 
+/** The rate checks of several calls as junction_consume_many and the fused admissions take them. */
+function flattenChecks(items: { checks: readonly RateCheck[]; windowMs: number; now: number }[]) {
+  const first: number[] = []
+  let next = 1
+  for (const item of items) {
+    first.push(next)
+    next += item.checks.length
+  }
+  const flat = items.flatMap((item) => item.checks)
+  return [
+    first,
+    items.map((item) => item.checks.length),
+    items.map((item) => item.windowMs),
+    items.map((item) => item.now),
+    flat.map((c) => c.key),
+    flat.map((c) => c.amount),
+    flat.map((c) => c.limit),
+  ]
+}
+
+interface BeforeBodyItem extends ConsumeItem {
+  accountId: string
+  credits: boolean
+}
+
+interface AdmitItem extends ConsumeItem {
+  accountId: string
+  id: string
+  upperBound: Money
+  ttlMs: number
+}
+
 /**
- * AdmissionStore. Before the body: one round trip, the limits counted by junction_consume and the
- * balance read in the same statement (a read: whether anything is left is judged again, exactly, by the
- * hold). The hold itself: the two calls in a row, as before (junction_consume commits without waiting for
- * the disk, which a hold in the same transaction must not).
+ * AdmissionStore: each step one statement for the whole batch of calls pending at once
+ * (junction_before_body_many, junction_admit_many: migration 11), the limits and the balance read, or
+ * the limits and the hold, instead of two round trips in a row. The hold's commit does not wait for
+ * the disk (see the migration); the settle's does.
  */
-function createAdmission(query: Query, ledger: LedgerStore, rateLimits: RateLimitStore): AdmissionStore {
-  // The hold goes through the store's own ledger and rate limits, so it joins their group commits.
-  const composed = composeAdmission(ledger, rateLimits)
+function createAdmission(query: Query, batch: Batch): AdmissionStore {
+  const beforeBodyMany = async (items: BeforeBodyItem[]): Promise<BeforeBodyOutcome[]> => {
+    const { rows } = await query<ConsumeRow & { call: number; has: boolean | null }>(
+      `SELECT call, fits, used, has FROM junction_before_body_many($1::integer[], $2::integer[],
+         $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::text[])`,
+      [...flattenChecks(items), items.map((item) => (item.credits ? item.accountId : null))],
+      'before_body_many',
+    )
+    const checks: ConsumeRow[][] = items.map(() => [])
+    const has: (boolean | null)[] = items.map(() => null)
+    for (const r of rows) {
+      if (r.has === null) checks[r.call - 1]!.push(r)
+      else has[r.call - 1] = r.has
+    }
+    return items.map((item, i) => {
+      const decided = toDecisions(item, checks[i]!)
+      return { ...decided, hasCredits: decided.allowed && item.credits ? has[i]! : null }
+    })
+  }
+  const beforeBody = batched<BeforeBodyItem, BeforeBodyOutcome>(
+    batch,
+    async (item) => (await beforeBodyMany([item]))[0]!,
+    beforeBodyMany,
+  )
+  const admitMany = async (items: AdmitItem[]): Promise<AdmitOutcome[]> => {
+    const { rows } = await query<ConsumeRow & { call: number; amount: string | null }>(
+      `SELECT call, fits, used, amount FROM junction_admit_many($1::integer[], $2::integer[],
+         $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+         $10::numeric[], $11::bigint[])`,
+      [
+        ...flattenChecks(items),
+        items.map((item) => item.accountId),
+        items.map((item) => item.id),
+        items.map((item) => money(item.upperBound)),
+        items.map((item) => item.now + item.ttlMs),
+      ],
+      'admit_many',
+    )
+    const checks: ConsumeRow[][] = items.map(() => [])
+    const held: (string | null)[] = items.map(() => null)
+    for (const r of rows) {
+      if (r.fits === null) held[r.call - 1] = r.amount
+      else checks[r.call - 1]!.push(r)
+    }
+    return items.map((item, i) => {
+      const decided = toDecisions(item, checks[i]!)
+      const amount = decided.allowed ? held[i] : null
+      return {
+        ...decided,
+        reservation:
+          amount == null
+            ? null
+            : {
+                id: item.id,
+                accountId: item.accountId,
+                amount: toMoney(amount),
+                expiresAt: item.now + item.ttlMs,
+              },
+      }
+    })
+  }
+  const admit = batched<AdmitItem, AdmitOutcome>(
+    batch,
+    async (item) => (await admitMany([item]))[0]!,
+    admitMany,
+  )
   return {
     async beforeBody(accountId, checks, windowMs, now, credits) {
-      if (checks.length === 0 || !credits)
-        return composed.beforeBody(accountId, checks, windowMs, now, credits)
-      const { rows } = await query<{ fits: boolean; used: string; has: boolean | null }>(
-        `SELECT c.fits, c.used,
-           (SELECT l.credits - l.usage - coalesce((SELECT sum(r.amount) FROM reservations r
-              WHERE r.account_id = l.account_id AND r.expires_at > $5), 0) > 0
-            FROM ledger l WHERE l.account_id = $6) AS has
-         FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5) c`,
-        [
-          checks.map((c) => c.key),
-          checks.map((c) => c.amount),
-          checks.map((c) => c.limit),
-          windowMs,
-          now,
-          accountId,
-        ],
-      )
-      const decided = toDecisions({ checks, windowMs, now }, rows)
-      return { ...decided, hasCredits: decided.allowed ? rows[0]!.has === true : null }
+      if (checks.length === 0 && !credits) return { allowed: true, decisions: [], hasCredits: null }
+      return beforeBody({ accountId, checks, windowMs, now, credits })
     },
-    reserve: composed.reserve,
+    reserve: (checks, windowMs, accountId, id, upperBound, now, ttlMs) =>
+      admit({ checks, windowMs, now, accountId, id, upperBound, ttlMs }),
   }
 }
