@@ -354,4 +354,186 @@ describe('postgres group commit', () => {
     expect(sum(trips, ['account_by_key', 'accounts_by_keys'])).toBe(1)
     expect(sum(trips, ['credits', 'credits_many'])).toBe(1)
   })
+
+  it('settles all within their holds go as one statement and decide as memory does, repeats included', async () => {
+    const reference = createMemoryStore()
+    const { store, trips } = await counted()
+    const run = async (s: Store, id: string, concurrent: boolean) => {
+      await s.accounts.create(accountFixture(id), usd(1))
+      const holds = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => s.ledger.reserve(id, `g${i}`, usd('0.05'), 0, MINUTE)),
+      )
+      // Two settled before the batch: the batch repeats them (a retry), and they change nothing.
+      const settleOf = (i: number) => () =>
+        s.ledger.settle(
+          { id: `g${i}`, accountId: id },
+          generationFixture(`${id}-gen${i}`, id, { cost: usd(['0.01', '0.05', '0.002'][i % 3]!) }),
+          { held: holds[i]!.amount, now: 1 },
+        )
+      await settleOf(0)()
+      await settleOf(1)()
+      const calls = Array.from({ length: 12 }, (_, i) => settleOf(i))
+      const charged = concurrent
+        ? await Promise.all(calls.map((c) => c()))
+        : await calls.reduce<Promise<unknown[]>>(
+            async (acc, c) => [...(await acc), await c()],
+            Promise.resolve([]),
+          )
+      const records = await s.generations.listByAccount(id, { limit: 100 })
+      return {
+        charged: charged.map((r) => (r as { cost: bigint } | null)?.cost ?? null),
+        credits: await s.ledger.credits(id, 1),
+        records: records.data.map((r) => [r.generationId.slice(id.length), r.cost]).sort(),
+      }
+    }
+    const id = uid('acct')
+    const expected = await run(reference, id, false)
+    const before = trips.get('settle_many') ?? 0
+    const got = await run(store, id, true)
+    expect(got).toEqual(expected)
+    expect(got.charged.slice(0, 2)).toEqual([null, null])
+    expect(got.credits.reserved).toBe(0n)
+    expect((trips.get('settle_many') ?? 0) - before).toBe(1)
+  })
+
+  it('admission of concurrent requests is one statement per step, as memory decides it', async () => {
+    const { store, trips } = await counted()
+    const reference = createMemoryStore()
+    const run = async (s: Store, concurrent: boolean) => {
+      const id = uid('acct')
+      await s.accounts.create(accountFixture(id), usd('0.5'))
+      const rpm = { key: uid('rpm'), amount: 1, limit: 30 }
+      const all = <T>(calls: (() => Promise<T>)[]): Promise<T[]> =>
+        concurrent
+          ? Promise.all(calls.map((c) => c()))
+          : calls.reduce<Promise<T[]>>(async (acc, c) => [...(await acc), await c()], Promise.resolve([]))
+      const before = await all(
+        Array.from({ length: 40 }, () => () => s.admission.beforeBody(id, [rpm], MINUTE, 5, true)),
+      )
+      const tpm = uid('tpm')
+      const held = await all(
+        Array.from(
+          { length: 40 },
+          (_, i) => () =>
+            s.admission.reserve(
+              [{ key: tpm, amount: 100, limit: 3_000 }],
+              MINUTE,
+              id,
+              `g${i}`,
+              usd('0.02'),
+              5,
+              MINUTE,
+            ),
+        ),
+      )
+      return {
+        before: before.map((b) => [b.allowed, b.hasCredits, b.decisions[0]!.remaining]),
+        held: held.map((h) => [h.allowed, h.reservation?.amount ?? null, h.decisions[0]!.remaining]),
+      }
+    }
+    const expected = await run(reference, false)
+    trips.clear()
+    const got = await run(store, true)
+    expect(got).toEqual(expected)
+    // 30 of 40 within the requests limit; 30 within the tokens limit, of which 25 find credits.
+    expect(got.before.filter(([allowed]) => allowed)).toHaveLength(30)
+    expect(got.held.filter(([, amount]) => amount !== null)).toHaveLength(25)
+    expect(trips.get('before_body_many')).toBe(1)
+    expect(trips.get('admit_many')).toBe(1)
+  })
+})
+
+describe('postgres key lookups', () => {
+  /** A store counting its statements, and the notifications it heard (the first: it listens). */
+  async function listening() {
+    let trips = 0
+    let heard: () => void = () => {}
+    let next = new Promise<void>((resolve) => (heard = resolve))
+    const store = await createPostgresStore((await database()).url, {
+      onRoundTrip: () => trips++,
+      onAccountsChanged: () => {
+        heard()
+        next = new Promise<void>((resolve) => (heard = resolve))
+      },
+    })
+    onTestFinished(() => store.close())
+    await next
+    return { store, trips: () => trips, changed: () => next }
+  }
+
+  it('are answered from memory, and a key revoked or an account changed by another instance is seen at once', async () => {
+    const a = await listening()
+    const b = await listening()
+    const id = uid('acct')
+    await b.store.accounts.create(accountFixture(id), usd(1))
+    const key = { id: uid('key'), accountId: id, hash: uid('hash'), prefix: 'sk-x', createdAt: 1 }
+    // (Adding a key notifies too: an upsert fires the update trigger.)
+    const added = a.changed()
+    await b.store.accounts.addKey(key)
+    await added
+    const first = await a.store.accounts.findByKeyHash(key.hash)
+    expect(first?.id).toBe(id)
+    const before = a.trips()
+    expect(await a.store.accounts.findByKeyHash(key.hash)).toEqual(first)
+    expect(a.trips()).toBe(before)
+
+    // Another instance changes the account's limits, then revokes the key: this one is told each time.
+    const told = a.changed()
+    await b.store.accounts.update(id, { rateLimits: { requestsPerMinute: 7 } })
+    await told
+    expect((await a.store.accounts.findByKeyHash(key.hash))?.rateLimits).toEqual({ requestsPerMinute: 7 })
+    const revoked = a.changed()
+    expect(await b.store.accounts.removeKey(id, key.id)).toBe(true)
+    await revoked
+    expect(await a.store.accounts.findByKeyHash(key.hash)).toBeNull()
+  })
+
+  it('an instance’s own change is seen by its next lookup, before any notification', async () => {
+    const a = await listening()
+    const id = uid('acct')
+    await a.store.accounts.create(accountFixture(id), usd(1))
+    const key = { id: uid('key'), accountId: id, hash: uid('hash'), prefix: 'sk-x', createdAt: 1 }
+    await a.store.accounts.addKey(key)
+    expect((await a.store.accounts.findByKeyHash(key.hash))?.id).toBe(id)
+    await a.store.accounts.removeKey(id, key.id)
+    expect(await a.store.accounts.findByKeyHash(key.hash)).toBeNull()
+  })
+})
+
+describe('postgres holds total', () => {
+  it('follows renewals, releases, a hold taken again under its id, and the sweep', async () => {
+    const store = await open()
+    const id = uid('acct')
+    await store.accounts.create(accountFixture(id), usd(1))
+    await store.ledger.reserve(id, 'a', usd('0.1'), 0, MINUTE)
+    await store.ledger.reserve(id, 'b', usd('0.2'), 0, 10)
+    await store.ledger.reserve(id, 'c', usd('0.3'), 0, MINUTE)
+    // The same id again replaces its hold.
+    await store.ledger.reserve(id, 'c', usd('0.05'), 1, MINUTE)
+    expect(await store.ledger.renew({ id, accountId: id }, 5, MINUTE)).toBe(false)
+    expect(await store.ledger.renew({ id: 'a', accountId: id }, 5, 2 * MINUTE)).toBe(true)
+    await store.ledger.release({ id: 'a', accountId: id })
+    // b expired at 10: not counted, then swept.
+    expect((await store.ledger.credits(id, 20)).reserved).toBe(usd('0.05'))
+    await store.sweep(20)
+    expect((await store.ledger.credits(id, 0)).reserved).toBe(usd('0.05'))
+  })
+
+  it('every ledger row’s total of holds equals the sum of its reservations, after every test above', async () => {
+    // The tests of this file ran reserves (batched, repeated ids, expiring), renewals, releases, sweeps
+    // and settles (batched, one by one, past their holds, repeated) on this database: the triggers
+    // kept each total exact.
+    const client = new pg.Client((await database()).url)
+    await client.connect()
+    onTestFinished(() => client.end())
+    const { rows } = await client.query<{ accounts: number; wrong: number; held: string }>(
+      `SELECT count(*)::int AS accounts, coalesce(sum(l.held), 0)::text AS held,
+         count(*) FILTER (WHERE l.held <> (SELECT coalesce(sum(r.amount), 0) FROM reservations r
+           WHERE r.account_id = l.account_id))::int AS wrong
+       FROM ledger l`,
+    )
+    expect(rows[0]!.accounts).toBeGreaterThan(10)
+    expect(BigInt(rows[0]!.held)).toBeGreaterThan(0n)
+    expect(rows[0]!.wrong).toBe(0)
+  })
 })
