@@ -7,7 +7,7 @@ import { createProviderRegistry, type ProviderRegistry } from './providers/regis
 import { buildModelTable, type ModelTable } from './routing/model-table.ts'
 import { createRouter, type Router } from './routing/router.ts'
 import { createHealth, type Health } from './routing/health.ts'
-import { createMetrics, type Metrics } from './metrics.ts'
+import { createMetrics, trackStoreStatements, type Metrics } from './metrics.ts'
 import { createLocalFileStorage } from './files/local-storage.ts'
 import type { FileStorage } from './files/storage.ts'
 import { sweepOrphans } from './files/orphan-sweep.ts'
@@ -227,6 +227,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
 
   const stats = createMeteringStats()
   const metrics = createMetrics()
+  if (store.statements) trackStoreStatements(metrics, store.statements)
   const idsUsed = overrides.ids ?? defaultIds
   const tasks = await createPredictionServices({
     config,

@@ -117,13 +117,16 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     client.on('error', (err) => log?.debug({ err: { message: err.message } }, 'postgres connection error'))
   })
 
+  const statements = new Map<string, number>()
   const run = async <R extends QueryResultRow>(
     runner: pg.Pool | PoolClient,
     text: string,
     values?: unknown[],
     name?: string,
   ): Promise<QueryResult<R>> => {
-    options.onRoundTrip?.(name ?? 'query')
+    const kind = name ?? 'query'
+    statements.set(kind, (statements.get(kind) ?? 0) + 1)
+    options.onRoundTrip?.(kind)
     try {
       return await (name === undefined
         ? runner.query<R>(text, values)
@@ -198,6 +201,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     async ping() {
       await query('SELECT 1')
     },
+    statements: () => statements,
     appliedConfig: {
       async get(accountId) {
         const { rows } = await query<{ snapshot: string }>(
