@@ -890,6 +890,17 @@ export const migrations: readonly Migration[] = [
       END
       $$;
 
+      -- A hold taken alone, without rate checks (the usual call at low load): junction_reserve with
+      -- the commit not waiting for the disk, as junction_admit_many's.
+      CREATE FUNCTION junction_admit_one(
+        p_account text, p_id text, p_upper numeric, p_expires_at bigint, p_now bigint
+      ) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        RETURN junction_reserve(p_account, p_id, p_upper, p_expires_at, p_now);
+      END
+      $$;
+
       -- Admission with the hold for a batch of calls: the rate checks of every call as
       -- junction_consume_many counts them, then, for the calls whose checks all fit, the holds as
       -- junction_reserve_many takes them (the one place where a hold is decided). Rate windows are

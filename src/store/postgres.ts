@@ -1178,11 +1178,17 @@ function createAdmission(query: Query, batch: Batch): AdmissionStore {
       return { ...decided, hasCredits: decided.allowed && item.credits ? has[i]! : null }
     })
   }
-  const beforeBody = batched<BeforeBodyItem, BeforeBodyOutcome>(
-    batch,
-    async (item) => (await beforeBodyMany([item]))[0]!,
-    beforeBodyMany,
-  )
+  // A call alone without rate checks is a plain statement: the many-call function costs more to run.
+  const beforeBodyOne = async (item: BeforeBodyItem): Promise<BeforeBodyOutcome> => {
+    if (item.checks.length > 0) return (await beforeBodyMany([item]))[0]!
+    const { rows } = await query<{ has: boolean }>(
+      'SELECT credits - usage - junction_open_held(account_id, held, $2) > 0 AS has FROM ledger WHERE account_id = $1',
+      [item.accountId, item.now],
+      'has_credits',
+    )
+    return { allowed: true, decisions: [], hasCredits: rows[0]?.has === true }
+  }
+  const beforeBody = batched<BeforeBodyItem, BeforeBodyOutcome>(batch, beforeBodyOne, beforeBodyMany)
   const admitMany = async (items: AdmitItem[]): Promise<AdmitOutcome[]> => {
     const { rows } = await query<ConsumeRow & { call: number; amount: string | null }>(
       `SELECT call, fits, used, amount FROM junction_admit_many($1::integer[], $2::integer[],
@@ -1220,11 +1226,26 @@ function createAdmission(query: Query, batch: Batch): AdmissionStore {
       }
     })
   }
-  const admit = batched<AdmitItem, AdmitOutcome>(
-    batch,
-    async (item) => (await admitMany([item]))[0]!,
-    admitMany,
-  )
+  const admitOne = async (item: AdmitItem): Promise<AdmitOutcome> => {
+    if (item.checks.length > 0) return (await admitMany([item]))[0]!
+    const expiresAt = item.now + item.ttlMs
+    const { rows } = await query<{ amount: string | null }>(
+      'SELECT junction_admit_one($1, $2, $3, $4, $5)::text AS amount',
+      [item.accountId, item.id, money(item.upperBound), expiresAt, item.now],
+      'admit_one',
+    )
+    const amount = rows[0]?.amount
+    return {
+      allowed: true,
+      decisions: [],
+      reservation:
+        amount == null
+          ? null
+          : { id: item.id, accountId: item.accountId, amount: toMoney(amount), expiresAt },
+    }
+  }
+  const admit = batched<AdmitItem, AdmitOutcome>(batch, admitOne, admitMany)
+
   return {
     async beforeBody(accountId, checks, windowMs, now, credits) {
       if (checks.length === 0 && !credits) return { allowed: true, decisions: [], hasCredits: null }
