@@ -63,6 +63,11 @@ export interface PostgresStoreOptions {
    * any instance (a notification arrived), or its listening connection was (re)opened (tests).
    */
   onAccountsChanged?: () => void
+  /**
+   * How long an account seen with credits is answered so before a request's body without asking the
+   * database (default 1000 ms; 0: always asked).
+   */
+  creditsKnownMs?: number
 }
 
 /** A statement with a `name` is prepared once per connection and then sent as name and values only. */
@@ -185,7 +190,8 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
 
   const batch = batchOptions(options.batch)
   const rateLimits = createRateLimits(query, batch)
-  const ledger = createLedger(query, batch)
+  const known = createCreditsKnown(options.creditsKnownMs ?? 1_000)
+  const ledger = createLedger(query, batch, known)
   const keyCache = createKeyCache()
   const listener = listenForAccountChanges(url, keyCache, options)
   const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000
@@ -195,7 +201,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
-    admission: createAdmission(query, batch),
+    admission: createAdmission(query, batch, known),
     ...createPostgresTaskStores(query, transaction),
     responses: createPostgresResponseStore(query),
     async ping() {
@@ -639,7 +645,36 @@ const settleJson = (s: SettleItem) => {
   }
 }
 
-function createLedger(query: Query, batch: Batch): LedgerStore {
+/**
+ * The accounts this instance saw with credits left in the last `creditsKnownMs` (a balance read said
+ * so), for the check before a request's body, which is only an early refusal: the hold decides
+ * exactly. Whatever this instance sees that can leave an account with nothing (a hold short of what
+ * was asked or refused, a charge not within its hold, credits changed) forgets it at once; what
+ * other instances spend is seen when the time is up.
+ */
+interface CreditsKnown {
+  has(accountId: string): boolean
+  saw(accountId: string, has: boolean): void
+  forget(accountId: string): void
+}
+
+function createCreditsKnown(forMs: number): CreditsKnown {
+  const seen = new Map<string, number>()
+  return {
+    has: (accountId) => {
+      const at = seen.get(accountId)
+      return at !== undefined && performance.now() - at < forMs
+    },
+    saw: (accountId, has) => {
+      if (!has) return void seen.delete(accountId)
+      if (seen.size >= KEY_CACHE) seen.clear()
+      seen.set(accountId, performance.now())
+    },
+    forget: (accountId) => void seen.delete(accountId),
+  }
+}
+
+function createLedger(query: Query, batch: Batch, known: CreditsKnown): LedgerStore {
   const credits = batched<{ accountId: string; now: number }, Credits>(
     batch,
     async ({ accountId, now }) => {
@@ -768,6 +803,7 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
   return {
     credits: (accountId, now) => credits({ accountId, now }),
     async addCredits(accountId, amount, now) {
+      known.forget(accountId)
       const { rows } = await query<CreditsRow>(
         `UPDATE ledger SET credits = credits + $3 WHERE account_id = $1 RETURNING credits, usage, ${OPEN_RESERVED}`,
         [accountId, now, money(amount)],
@@ -775,7 +811,11 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
       if (!rows[0]) throw new Error(`unknown account ${accountId}`)
       return toCredits(rows[0])
     },
-    reserve: (accountId, id, upperBound, now, ttlMs) => reserve({ accountId, id, upperBound, now, ttlMs }),
+    async reserve(accountId, id, upperBound, now, ttlMs) {
+      const r = await reserve({ accountId, id, upperBound, now, ttlMs })
+      if (r === null || r.amount < upperBound) known.forget(accountId)
+      return r
+    },
     async renew(ref, now, ttlMs) {
       const { rowCount } = await query(
         'UPDATE reservations SET expires_at = $3 WHERE account_id = $1 AND id = $2 AND expires_at > $4',
@@ -788,6 +828,8 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
       if (record.accountId !== ref.accountId) {
         throw new Error(`generation ${record.generationId} settled against another account's reservation`)
       }
+      // A charge within its hold leaves more free than before; any other may leave nothing.
+      if (limit?.held === undefined || record.cost > limit.held) known.forget(record.accountId)
       return settle({ ref, record, limit })
     },
     async release(ref) {
@@ -1159,7 +1201,7 @@ interface AdmitItem extends ConsumeItem {
  * the limits and the hold, instead of two round trips in a row. The hold's commit does not wait for
  * the disk (see the migration); the settle's does.
  */
-function createAdmission(query: Query, batch: Batch): AdmissionStore {
+function createAdmission(query: Query, batch: Batch, known: CreditsKnown): AdmissionStore {
   const beforeBodyMany = async (items: BeforeBodyItem[]): Promise<BeforeBodyOutcome[]> => {
     const { rows } = await query<ConsumeRow & { call: number; has: boolean | null }>(
       `SELECT call, fits, used, has FROM junction_before_body_many($1::integer[], $2::integer[],
@@ -1175,7 +1217,9 @@ function createAdmission(query: Query, batch: Batch): AdmissionStore {
     }
     return items.map((item, i) => {
       const decided = toDecisions(item, checks[i]!)
-      return { ...decided, hasCredits: decided.allowed && item.credits ? has[i]! : null }
+      const hasCredits = decided.allowed && item.credits ? has[i]! : null
+      if (hasCredits !== null) known.saw(item.accountId, hasCredits)
+      return { ...decided, hasCredits }
     })
   }
   // A call alone without rate checks is a plain statement: the many-call function costs more to run.
@@ -1186,7 +1230,9 @@ function createAdmission(query: Query, batch: Batch): AdmissionStore {
       [item.accountId, item.now],
       'has_credits',
     )
-    return { allowed: true, decisions: [], hasCredits: rows[0]?.has === true }
+    const has = rows[0]?.has === true
+    known.saw(item.accountId, has)
+    return { allowed: true, decisions: [], hasCredits: has }
   }
   const beforeBody = batched<BeforeBodyItem, BeforeBodyOutcome>(batch, beforeBodyOne, beforeBodyMany)
   const admitMany = async (items: AdmitItem[]): Promise<AdmitOutcome[]> => {
@@ -1249,9 +1295,15 @@ function createAdmission(query: Query, batch: Batch): AdmissionStore {
   return {
     async beforeBody(accountId, checks, windowMs, now, credits) {
       if (checks.length === 0 && !credits) return { allowed: true, decisions: [], hasCredits: null }
+      // Without rate checks, an account seen with credits a moment ago is not asked again.
+      if (checks.length === 0 && known.has(accountId))
+        return { allowed: true, decisions: [], hasCredits: true }
       return beforeBody({ accountId, checks, windowMs, now, credits })
     },
-    reserve: (checks, windowMs, accountId, id, upperBound, now, ttlMs) =>
-      admit({ checks, windowMs, now, accountId, id, upperBound, ttlMs }),
+    async reserve(checks, windowMs, accountId, id, upperBound, now, ttlMs) {
+      const r = await admit({ checks, windowMs, now, accountId, id, upperBound, ttlMs })
+      if (r.allowed && (r.reservation === null || r.reservation.amount < upperBound)) known.forget(accountId)
+      return r
+    },
   }
 }

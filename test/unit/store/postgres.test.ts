@@ -443,6 +443,45 @@ describe('postgres group commit', () => {
   })
 })
 
+describe('postgres check before the body', () => {
+  it('an account seen with credits is not asked again at once; what this instance sees emptying it is', async () => {
+    let trips = 0
+    // (Known for a minute here, so that no slowness of the machine makes it ask again.)
+    const a = await createPostgresStore((await database()).url, {
+      onRoundTrip: () => trips++,
+      creditsKnownMs: MINUTE,
+    })
+    onTestFinished(() => a.close())
+    const b = await open()
+    const id = uid('acct')
+    await a.accounts.create(accountFixture(id), usd(1))
+    expect((await a.admission.beforeBody(id, [], MINUTE, 0, true)).hasCredits).toBe(true)
+    const before = trips
+    expect((await a.admission.beforeBody(id, [], MINUTE, 1, true)).hasCredits).toBe(true)
+    expect(trips).toBe(before)
+
+    // Another instance holds everything: this one may still let a body in for a moment, and then the
+    // hold refuses it, exactly.
+    expect(await b.ledger.reserve(id, 'all', usd(1), 1, MINUTE)).not.toBeNull()
+    const refused = await a.admission.reserve([], MINUTE, id, 'late', usd('0.1'), 2, MINUTE)
+    expect(refused.reservation).toBeNull()
+    // The refusal is seen here: the next check asks the database, and finds nothing left.
+    expect((await a.admission.beforeBody(id, [], MINUTE, 3, true)).hasCredits).toBe(false)
+    expect(trips).toBe(before + 2)
+    // With rate checks the database is always asked (the limits are counted there).
+    await b.ledger.release({ id: 'all', accountId: id })
+    const limited = await a.admission.beforeBody(
+      id,
+      [{ key: uid('rpm'), amount: 1, limit: 5 }],
+      MINUTE,
+      4,
+      true,
+    )
+    expect(limited).toMatchObject({ allowed: true, hasCredits: true })
+    expect(trips).toBe(before + 3)
+  })
+})
+
 describe('postgres key lookups', () => {
   /** A store counting its statements, and the notifications it heard (the first: it listens). */
   async function listening() {
