@@ -853,6 +853,23 @@ export const migrations: readonly Migration[] = [
       END
       $$;
 
+      -- junction_settle_many, committed so that the ledger rows it locked are free before the disk is
+      -- waited for: its own commit does not wait (its locks go at once), then a second transaction
+      -- writes one WAL record and commits durably, which writes everything before it to disk first,
+      -- the settle's commit included. The caller hears back only then. Should the database crash in
+      -- between, what is lost is the settle and everything committed after it (WAL is replayed in
+      -- order), never a later change without it; the caller saw an error, and settling again is safe.
+      -- (Called with CALL, outside any transaction block.)
+      CREATE PROCEDURE junction_settle_durably(p jsonb, INOUT costs text[] DEFAULT NULL)
+        LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        costs := junction_settle_many(p)::text[];
+        COMMIT;
+        PERFORM pg_logical_emit_message(true, 'junction', 'settled');
+      END
+      $$;
+
       -- Tells every listening instance (LISTEN junction_accounts) that an account or a key changed:
       -- their caches of key lookups are then stale. One notification per statement, sent at commit.
       CREATE FUNCTION junction_accounts_changed() RETURNS trigger LANGUAGE plpgsql AS $$

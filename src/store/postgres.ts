@@ -786,10 +786,11 @@ function createLedger(query: Query, batch: Batch, known: CreditsKnown): LedgerSt
   }
 
   const settle = batched<SettleItem, GenerationRecord | null>(batch, settleOne, async (items) => {
-    // One round trip and one commit for the batch (junction_settle_many, migration 10): each settle
-    // in order, atomic with its record as alone, and every one committed before any caller hears back.
+    // One round trip for the batch (junction_settle_many, migration 10, by junction_settle_durably,
+    // migration 11, which frees the ledger rows before waiting for the disk): each settle in order,
+    // atomic with its record as alone, and every one durable before any caller hears back.
     const { rows } = await query<{ costs: (string | null)[] }>(
-      'SELECT junction_settle_many($1::jsonb)::text[] AS costs',
+      'CALL junction_settle_durably($1::jsonb, NULL)',
       [JSON.stringify(items.map(settleJson))],
       'settle_many',
     )
