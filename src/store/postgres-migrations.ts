@@ -870,6 +870,34 @@ export const migrations: readonly Migration[] = [
       END
       $$;
 
+      -- Several rate-limit corrections (the adjust statement of postgres.ts, one after another), the
+      -- windows locked first in key order, as junction_consume_many locks them. Not money: the commit
+      -- does not wait for the disk.
+      CREATE FUNCTION junction_adjust_many(
+        p_keys text[], p_deltas bigint[], p_windows bigint[], p_nows bigint[]
+      ) RETURNS void LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        i integer;
+        v_start bigint;
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        INSERT INTO rate_windows AS r (key, window_ms, start, current, previous)
+          SELECT k, p_windows[1], p_nows[1] - p_nows[1] % p_windows[1], 0, 0
+          FROM (SELECT DISTINCT unnest(p_keys) AS k) u ORDER BY k
+          ON CONFLICT (key) DO UPDATE SET key = r.key;
+        FOR i IN 1 .. coalesce(array_length(p_keys, 1), 0) LOOP
+          v_start := p_nows[i] - p_nows[i] % p_windows[i];
+          UPDATE rate_windows r SET
+            window_ms = p_windows[i],
+            start = v_start,
+            previous = CASE WHEN r.start = v_start THEN r.previous
+              WHEN v_start - r.start = p_windows[i] THEN r.current ELSE 0 END,
+            current = greatest(0, CASE WHEN r.start = v_start THEN r.current ELSE 0 END + p_deltas[i])
+            WHERE r.key = p_keys[i];
+        END LOOP;
+      END
+      $$;
+
       -- Tells every listening instance (LISTEN junction_accounts) that an account or a key changed:
       -- their caches of key lookups are then stale. One notification per statement, sent at commit.
       CREATE FUNCTION junction_accounts_changed() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -1063,6 +1063,13 @@ function createFiles(query: Query, transaction: Transaction): FileStore {
   }
 }
 
+interface AdjustItem {
+  key: string
+  delta: number
+  windowMs: number
+  now: number
+}
+
 interface ConsumeItem {
   checks: readonly RateCheck[]
   windowMs: number
@@ -1132,21 +1139,10 @@ function createRateLimits(query: Query, batch: Batch): RateLimitStore {
       return items.map((item, i) => toDecisions(item, perCall[i]!))
     },
   )
-  return {
-    async sweep(now) {
-      // Rows a consume holds are skipped (a consume locks several in key order; waiting for them here
-      // could deadlock with it): a skipped row is current again, or goes at the next sweep.
-      await query(
-        `DELETE FROM rate_windows WHERE key IN (
-           SELECT key FROM rate_windows WHERE $1 - start >= 2 * window_ms FOR UPDATE SKIP LOCKED)`,
-        [now],
-      )
-    },
-    async consume(checks, windowMs, now) {
-      if (checks.length === 0) return { allowed: true, decisions: [] }
-      return consume({ checks, windowMs, now })
-    },
-    async adjust(key, delta, windowMs, now) {
+  // A request of an account with a tokens limit corrects its estimate when it ends: batched too.
+  const adjust = batched<AdjustItem, void>(
+    batch,
+    async ({ key, delta, windowMs, now }) => {
       const start = now - (now % windowMs)
       // One statement: the ON CONFLICT branch sees the locked row and rolls it like rollWindow.
       await query(
@@ -1161,6 +1157,35 @@ function createRateLimits(query: Query, batch: Batch): RateLimitStore {
         'adjust',
       )
     },
+    async (items) => {
+      await query(
+        'SELECT junction_adjust_many($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])',
+        [
+          items.map((i) => i.key),
+          items.map((i) => i.delta),
+          items.map((i) => i.windowMs),
+          items.map((i) => i.now),
+        ],
+        'adjust_many',
+      )
+      return items.map(() => undefined)
+    },
+  )
+  return {
+    async sweep(now) {
+      // Rows a consume holds are skipped (a consume locks several in key order; waiting for them here
+      // could deadlock with it): a skipped row is current again, or goes at the next sweep.
+      await query(
+        `DELETE FROM rate_windows WHERE key IN (
+           SELECT key FROM rate_windows WHERE $1 - start >= 2 * window_ms FOR UPDATE SKIP LOCKED)`,
+        [now],
+      )
+    },
+    async consume(checks, windowMs, now) {
+      if (checks.length === 0) return { allowed: true, decisions: [] }
+      return consume({ checks, windowMs, now })
+    },
+    adjust: (key, delta, windowMs, now) => adjust({ key, delta, windowMs, now }),
   }
 }
 

@@ -396,6 +396,32 @@ describe('postgres group commit', () => {
     expect((trips.get('settle_many') ?? 0) - before).toBe(1)
   })
 
+  it('rate-limit corrections made at once are one statement, and leave the windows as memory does', async () => {
+    const { store, trips } = await counted()
+    const memory = createMemoryRateLimitStore()
+    const keys = [uid('tpm'), uid('tpm'), uid('tpm')]
+    const run = async (s: Store['rateLimits'], concurrent: boolean) => {
+      for (const key of keys) await s.consume([{ key, amount: 500, limit: 10_000 }], MINUTE, 1_000)
+      // Repeated keys, corrections below zero (clamped), and nows in the next window (rolled over).
+      const calls = Array.from(
+        { length: 24 },
+        (_, i) => () =>
+          s.adjust(keys[i % 3]!, [300, -900, 40, -20][i % 4]!, MINUTE, i < 16 ? 2_000 + i : MINUTE + i),
+      )
+      if (concurrent) await Promise.all(calls.map((c) => c()))
+      else for (const c of calls) await c()
+      const after = []
+      for (const key of keys)
+        after.push((await s.consume([{ key, amount: 0, limit: 10_000 }], MINUTE, MINUTE + 30_000)).decisions)
+      return after
+    }
+    const expected = await run(memory, false)
+    trips.clear()
+    expect(await run(store.rateLimits, true)).toEqual(expected)
+    expect(trips.get('adjust_many')).toBe(1)
+    expect(trips.get('adjust')).toBeUndefined()
+  })
+
   it('admission of concurrent requests is one statement per step, as memory decides it', async () => {
     const { store, trips } = await counted()
     const reference = createMemoryStore()
