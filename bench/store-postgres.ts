@@ -89,7 +89,7 @@ async function runConsume(label: string, concurrency: number): Promise<void> {
 /**
  * One request's store calls as the gateway makes them (the key lookup, the check before the body, the
  * hold, the settle; with `limits` the account has requests and tokens limits, checked in the first two
- * steps), `concurrency` callers per store on one hot account, over `instances` stores (one pool each, as
+ * steps; with `keyLimit` the key has a spending limit, checked with the hold, and charged by the settle), `concurrency` callers per store on one hot account, over `instances` stores (one pool each, as
  * separate gateway processes have), with group commit on or off: requests/s, the database statements a
  * request and the sessions waiting for a row lock, which must not grow with the instance count.
  */
@@ -99,6 +99,7 @@ async function runRequests(
   instances: number,
   batch: boolean,
   limits = false,
+  keyLimit = false,
 ) {
   let trips = 0
   const stores = await Promise.all(
@@ -116,7 +117,14 @@ async function runRequests(
     10n ** 18n,
   )
   const keyHash = `hash-${randomUUID()}`
-  await stores[0]!.accounts.addKey({ id: keyHash, accountId, hash: keyHash, prefix: 'sk-', createdAt: 0 })
+  await stores[0]!.accounts.addKey({
+    id: keyHash,
+    accountId,
+    hash: keyHash,
+    prefix: 'sk-',
+    createdAt: 0,
+    ...(keyLimit ? { limit: 10n ** 17n, limitReset: 'monthly' as const } : {}),
+  })
   const rpm = [{ key: `rpm-${randomUUID()}`, amount: 1, limit: 1e9 }]
   const tpm = [{ key: `tpm-${randomUUID()}`, amount: 100, limit: 1e12 }]
   trips = 0
@@ -125,7 +133,12 @@ async function runRequests(
     const s = stores[w % instances]!
     while (next < ops) {
       const i = next++
-      if (!(await s.accounts.findByKeyHash(keyHash))) throw new Error('key not found')
+      const found = await s.accounts.findKey(keyHash)
+      if (!found) throw new Error('key not found')
+      const key =
+        found.key.limit == null
+          ? undefined
+          : { hash: keyHash, limit: found.key.limit, limitReset: 'monthly' as const }
       await s.admission.beforeBody(accountId, limits ? rpm : [], 60_000, 0, true)
       const { reservation } = await s.admission.reserve(
         limits ? tpm : [],
@@ -135,9 +148,14 @@ async function runRequests(
         1_000_000n,
         0,
         60_000,
+        key,
       )
       if (!reservation) throw new Error('reserve refused')
-      await s.ledger.settle(reservation, record(accountId), { held: reservation.amount, now: 0 })
+      await s.ledger.settle(
+        reservation,
+        { ...record(accountId), keyHash },
+        { held: reservation.amount, now: 0 },
+      )
     }
   }
   // Row-lock waits: how many of the database's sessions wait for a lock, sampled every 5 ms.
@@ -190,6 +208,16 @@ try {
         )
       }
     }
+  }
+  for (const instances of [1, 2]) {
+    await runRequests(
+      `requests (key with a spending limit, before body, hold, settle), one account, ${instances} store(s) × 50 callers, group commit`,
+      50,
+      instances,
+      true,
+      false,
+      true,
+    )
   }
 } finally {
   await store.close()

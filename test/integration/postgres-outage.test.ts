@@ -198,8 +198,9 @@ describe('postgres outage', () => {
     const held = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000))!
     const record = generationFixture(`gen-${crypto.randomUUID()}`, id, { cost: usd('0.3') })
     // One statement, committed by the database; the answer is lost on the way back. (A settle alone
-    // goes through the batch's statement too: it also charges the record's key.)
-    const cutting = proxy.cutAfter('settle_many')
+    // is the batch's statement with one item, prepared under its own name: it also charges the
+    // record's key.)
+    const cutting = proxy.cutAfter('settle')
     await expect(store.ledger.settle(held, record)).rejects.toEqual(unavailable)
     await cutting
     await proxy.restore()
