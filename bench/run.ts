@@ -21,6 +21,10 @@ import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
 // process. It records figures and asserts nothing. Knobs: BENCH_DURATION (s, default 10),
 // BENCH_CONNECTIONS (50), BENCH_RATE (req/s, 1000), BENCH_STREAMS (sequential streams for time to
 // first byte, 200), BENCH_OPEN_STREAMS (1000), BENCH_LOG_LEVEL (the gateways' log level, info as shipped).
+// `gw postgres ×2` is two gateway processes on one database (each pinned to its own core with taskset
+// when there are two), loaded together (the connections split between them); for both PostgreSQL
+// columns the database's own figures are read too: statements a request sends (the gateways'
+// junction_store_statements_total), the database's CPU per request and the sessions waiting for a lock.
 // BENCH_SOAK (seconds; `npm run bench:soak` sets 600) runs only the soak instead: the shipped defaults
 // (SQLite, info) at BENCH_SOAK_RATE (req/s, 500) for that long, one request in ten streamed, RSS
 // sampled throughout.
@@ -68,13 +72,22 @@ interface Child {
   tail: string
 }
 
-type TargetName = 'gateway' | 'gateway-sqlite' | 'gateway-postgres' | 'floor' | 'upstream'
+type TargetName =
+  'gateway' | 'gateway-sqlite' | 'gateway-postgres' | 'gateway-postgres-2' | 'floor' | 'upstream'
 
 interface Target {
   name: TargetName
   origin: string
   child: Child
+  /** More instances of the same target, loaded together with it (`gw postgres ×2`). */
+  peers?: Target[]
+  /** The database a PostgreSQL target keeps its state in (its figures are read from it). */
+  database?: string
 }
+
+/** The target and its peers. */
+const instancesOf = (t: Target): Target[] => [t, ...(t.peers ?? [])]
+const BENCH_ADMIN_KEY = 'bench-admin-key-not-a-secret'
 
 const children: Child[] = []
 /** Load generator processes (wrk) running right now. */
@@ -122,12 +135,13 @@ function cleanUp(): Promise<void> {
   for (const tool of tools) tool.kill('SIGKILL')
   stopping ??= Promise.all(children.map(stopChild)).then(async () => {
     if (workDir !== undefined) await rm(workDir, { recursive: true, force: true })
-    await dropDatabase?.().catch((err: unknown) => console.error('could not drop the bench database:', err))
+    await dropDatabase().catch((err: unknown) => console.error('could not drop the bench database:', err))
   })
   return stopping
 }
 
-let dropDatabase: (() => Promise<void>) | undefined
+const dropDatabases: (() => Promise<void>)[] = []
+const dropDatabase = (): Promise<void> => Promise.all(dropDatabases.map((d) => d())).then(() => {})
 
 /** A fresh database on the local PostgreSQL for the `gw postgres` column; dropped by cleanUp. */
 async function createBenchDatabase(): Promise<string> {
@@ -137,12 +151,12 @@ async function createBenchDatabase(): Promise<string> {
   await admin.connect()
   await admin.query(`CREATE DATABASE ${name}`)
   await admin.end()
-  dropDatabase = async () => {
+  dropDatabases.push(async () => {
     const c = new pg.Client(adminUrl)
     await c.connect()
     await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
     await c.end()
-  }
+  })
   const url = new URL(adminUrl)
   url.pathname = `/${name}`
   return url.toString()
@@ -189,17 +203,19 @@ async function startUpstream(): Promise<Target> {
  * `gateway-postgres` in a throwaway database on the local PostgreSQL (BENCH_PG_URL: its admin URL).
  */
 async function startGateway(
-  name: 'gateway' | 'gateway-sqlite' | 'gateway-postgres',
+  name: 'gateway' | 'gateway-sqlite' | 'gateway-postgres' | 'gateway-postgres-2',
   upstream: string,
   configPath: string,
   dir: string,
   databaseUrl?: string,
+  cpu?: number,
 ): Promise<Target> {
   const port = await freePort()
   const child = startChild(
     name,
     'src/server.ts',
     {
+      GATEWAY_ADMIN_KEY: BENCH_ADMIN_KEY,
       GATEWAY_FILES_DIR: join(dir, `${name}-files`),
       GATEWAY_DATABASE_URL:
         databaseUrl ?? (name === 'gateway' ? 'memory' : `sqlite:${join(dir, 'junction.db')}`),
@@ -216,8 +232,14 @@ async function startGateway(
   )
   const origin = `http://127.0.0.1:${port}`
   await waitForHttp(child, `${origin}/healthz`, true)
-  return { name, origin, child }
+  if (cpu !== undefined && tasksetPath)
+    await promisify(execFile)(tasksetPath, ['-a', '-p', '-c', String(cpu), String(child.proc.pid)])
+  return { name, origin, child, ...(databaseUrl ? { database: new URL(databaseUrl).pathname.slice(1) } : {}) }
 }
+
+const tasksetPath = findOnPath('taskset')
+/** Two instances on their own cores when the machine has two and taskset is there. */
+const pinCores = availableParallelism() >= 2 && tasksetPath !== undefined
 
 async function startFloor(upstream: string): Promise<Target> {
   const port = await freePort()
@@ -379,8 +401,30 @@ async function runAutocannon(target: Target, durationS: number): Promise<Saturat
   }
 }
 
-function saturate(target: Target, durationS: number, wrkScript: string): Promise<Saturation> {
+function saturateOne(target: Target, durationS: number, wrkScript: string): Promise<Saturation> {
   return wrkPath ? runWrk(wrkPath, target, durationS, wrkScript) : runAutocannon(target, durationS)
+}
+
+/**
+ * A target with peers is loaded on every instance at once, the connections split between them: the
+ * requests/s add up, the latencies are the worst instance's.
+ */
+async function saturate(target: Target, durationS: number, wrkScript: string): Promise<Saturation> {
+  const all = instancesOf(target)
+  if (all.length === 1) return saturateOne(target, durationS, wrkScript)
+  const connections = settings.connections
+  settings.connections = Math.max(1, Math.round(connections / all.length))
+  try {
+    const each = await Promise.all(all.map((t) => saturateOne(t, durationS, wrkScript)))
+    return {
+      rps: each.reduce((n, e) => n + e.rps, 0),
+      p50Ms: Math.max(...each.map((e) => e.p50Ms)),
+      p99Ms: Math.max(...each.map((e) => e.p99Ms)),
+      failures: each.reduce((n, e) => n + e.failures, 0),
+    }
+  } finally {
+    settings.connections = connections
+  }
 }
 
 /**
@@ -392,10 +436,11 @@ async function saturateWithCpu(
   durationS: number,
   wrkScript: string,
 ): Promise<Saturation & { cpuUsPerRequest: number }> {
-  const pid = targetPid(target)
-  const cpuBefore = await cpuSeconds(pid)
+  const pids = instancesOf(target).map(targetPid)
+  const cpuOf = async () => (await Promise.all(pids.map(cpuSeconds))).reduce((a, b) => a + b, 0)
+  const cpuBefore = await cpuOf()
   const s = await saturate(target, durationS, wrkScript)
-  const cpu = (await cpuSeconds(pid)) - cpuBefore
+  const cpu = (await cpuOf()) - cpuBefore
   return { ...s, cpuUsPerRequest: (cpu * 1e6) / (s.rps * durationS) }
 }
 
@@ -424,7 +469,15 @@ async function timedBlockingRequest(pool: Pool, due: number, latencies: number[]
 }
 
 async function constantRate(target: Target, rate: number, durationS: number): Promise<FixedRate> {
-  const pool = new Pool(target.origin, { connections: settings.connections, keepAliveTimeout: 30_000 })
+  // Requests go round the instances of a target with peers.
+  const instances = instancesOf(target)
+  const pools = instances.map(
+    (t) =>
+      new Pool(t.origin, {
+        connections: Math.max(1, Math.round(settings.connections / instances.length)),
+        keepAliveTimeout: 30_000,
+      }),
+  )
   const total = rate * durationS
   const latencies: number[] = []
   const pending: Promise<boolean>[] = []
@@ -433,13 +486,13 @@ async function constantRate(target: Target, rate: number, durationS: number): Pr
     const dueCount = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000) + 1)
     while (pending.length < dueCount) {
       const due = start + (pending.length * 1000) / rate
-      pending.push(timedBlockingRequest(pool, due, latencies))
+      pending.push(timedBlockingRequest(pools[pending.length % pools.length]!, due, latencies))
     }
     await sleep(1)
   }
   const outcomes = await Promise.all(pending)
   const elapsedS = (performance.now() - start) / 1000
-  await pool.close()
+  await Promise.all(pools.map((p) => p.close()))
   const sorted = sortedCopy(latencies)
   return {
     p50Ms: percentile(sorted, 0.5),
@@ -469,13 +522,15 @@ async function timeStream(client: Client): Promise<{ firstMs: number; lastMs: nu
 }
 
 async function streamTtfb(target: Target): Promise<Ttfb> {
-  const client = new Client(target.origin, { keepAliveTimeout: 30_000 })
+  // One after another, round the instances of a target with peers.
+  const clients = instancesOf(target).map((t) => new Client(t.origin, { keepAliveTimeout: 30_000 }))
+  const client = clients[0]!
   try {
-    for (let i = 0; i < settings.streamWarmup; i++) await timeStream(client)
+    for (let i = 0; i < settings.streamWarmup; i++) await timeStream(clients[i % clients.length]!)
     const first: number[] = []
     const last: number[] = []
     for (let i = 0; i < settings.streams; i++) {
-      const t = await timeStream(client)
+      const t = await timeStream(clients[i % clients.length]!)
       first.push(t.firstMs)
       last.push(t.lastMs)
     }
@@ -487,6 +542,88 @@ async function streamTtfb(target: Target): Promise<Ttfb> {
     }
   } finally {
     await client.close()
+    await Promise.all(clients.slice(1).map((c) => c.close()))
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c2) What a PostgreSQL target costs its database per request, measured around a saturation run:
+// the statements its instances sent (their junction_store_statements_total, one per batch), the CPU
+// of the database's server processes serving it (a local server: /proc), and how many of them were
+// waiting for a lock (pg_stat_activity, sampled every 10 ms). None of the three moves with the
+// machine's load as requests/s do.
+
+interface DatabaseCost {
+  statementsPerRequest: number
+  cpuUsPerRequest: number
+  lockWaiting: number
+}
+
+async function statementsSent(target: Target): Promise<number> {
+  let total = 0
+  for (const t of instancesOf(target)) {
+    const res = await request(`${t.origin}/metrics`, {
+      headers: { authorization: `Bearer ${BENCH_ADMIN_KEY}` },
+    })
+    const text = await res.body.text()
+    for (const m of text.matchAll(/^junction_store_statements_total\{[^}]*\} (\d+)/gm)) total += Number(m[1])
+  }
+  return total
+}
+
+async function databaseCpu(admin: pg.Client, database: string): Promise<Map<number, number>> {
+  const { rows } = await admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [
+    database,
+  ])
+  const cpu = new Map<number, number>()
+  for (const { pid } of rows) cpu.set(pid, await cpuSeconds(pid).catch(() => 0))
+  return cpu
+}
+
+async function measureDatabaseCost<T extends { rps: number }>(
+  target: Target,
+  durationS: number,
+  run: () => Promise<T>,
+): Promise<T & { database?: DatabaseCost }> {
+  const database = target.database
+  if (database === undefined) return run()
+  const admin = new pg.Client(process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+  await admin.connect()
+  try {
+    const statements0 = await statementsSent(target)
+    const cpu0 = await databaseCpu(admin, database)
+    let sampling = true
+    let samples = 0
+    let waiting = 0
+    const sampler = (async () => {
+      while (sampling) {
+        const { rows } = await admin.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+          [database],
+        )
+        samples++
+        waiting += rows[0]!.n
+        await sleep(10)
+      }
+    })()
+    const result = await run()
+    sampling = false
+    await sampler
+    const cpu1 = await databaseCpu(admin, database)
+    const statements = (await statementsSent(target)) - statements0
+    let cpu = 0
+    for (const [pid, seconds] of cpu1) cpu += seconds - (cpu0.get(pid) ?? 0)
+    const requests = result.rps * durationS
+    return {
+      ...result,
+      database: {
+        statementsPerRequest: statements / requests,
+        cpuUsPerRequest: (cpu * 1e6) / requests,
+        lockWaiting: waiting / Math.max(1, samples),
+      },
+    }
+  } finally {
+    await admin.end()
   }
 }
 
@@ -649,6 +786,9 @@ function buildRows(): Row[] {
     { label: `${sat}: p50 ms`, key: 'satP50', digits: 3, ratio: true },
     { label: `${sat}: p99 ms`, key: 'satP99', digits: 3, ratio: true },
     { label: `${sat}: CPU µs/request`, key: 'satCpu', digits: 0, ratio: true },
+    { label: `${sat}: database statements/request`, key: 'dbStatements', digits: 3, ratio: false },
+    { label: `${sat}: database CPU µs/request`, key: 'dbCpu', digits: 0, ratio: false },
+    { label: `${sat}: sessions waiting for a lock`, key: 'dbLockWaits', digits: 2, ratio: false },
     { label: `${fixed}: p50 ms`, key: 'rateP50', digits: 3, ratio: true },
     { label: `${fixed}: p99 ms`, key: 'rateP99', digits: 3, ratio: true },
     { label: `${fixed}: completed req/s`, key: 'rateDone', digits: 0, ratio: false },
@@ -673,10 +813,19 @@ function cell(value: number | undefined, digits: number): string {
 }
 
 function printTable(results: Record<TargetName, Figures>): void {
-  const head = ['measure', 'gateway', 'gw sqlite', 'gw postgres', 'floor', 'upstream', 'gateway÷floor']
+  const head = [
+    'measure',
+    'gateway',
+    'gw sqlite',
+    'gw postgres',
+    'gw postgres ×2',
+    'floor',
+    'upstream',
+    'gateway÷floor',
+  ]
   const body = buildRows().map((row) => {
-    const [g, q, p, f, u] = (
-      ['gateway', 'gateway-sqlite', 'gateway-postgres', 'floor', 'upstream'] as const
+    const [g, q, p, p2, f, u] = (
+      ['gateway', 'gateway-sqlite', 'gateway-postgres', 'gateway-postgres-2', 'floor', 'upstream'] as const
     ).map((t) => results[t][row.key])
     const ratio = row.ratio && g !== undefined && f !== undefined && f !== 0 ? `${(g / f).toFixed(2)}×` : ''
     return [
@@ -684,6 +833,7 @@ function printTable(results: Record<TargetName, Figures>): void {
       cell(g, row.digits),
       cell(q, row.digits),
       cell(p, row.digits),
+      cell(p2, row.digits),
       cell(f, row.digits),
       cell(u, row.digits),
       ratio,
@@ -760,8 +910,33 @@ function printTargets(results: Record<TargetName, Figures>): void {
   const pgRatio = (postgres.satRps ?? 0) / (gateway.satRps ?? Number.NaN)
   const pgGap = (postgres.ttfbMedian ?? Number.NaN) - (gateway.ttfbMedian ?? Number.NaN)
   console.log(
-    `info  PostgreSQL (one instance, local database; no target): requests/s ${pgRatio.toFixed(2)}× memory, ` +
+    `info  PostgreSQL (one instance, local database): requests/s ${pgRatio.toFixed(2)}× memory, ` +
       `stream time to first byte ${ms(pgGap)}`,
+  )
+
+  console.log('Scale-out (issue 27): PostgreSQL against SQLite, and two PostgreSQL instances against one')
+  const pgSqlite = (postgres.satRps ?? 0) / (sqlite.satRps ?? Number.NaN)
+  line(pgSqlite >= 0.8, `PostgreSQL requests/s ≥ 0.8× SQLite's: ${pgSqlite.toFixed(2)}×`)
+  const p50Gap = (postgres.rateP50 ?? Number.NaN) - (sqlite.rateP50 ?? Number.NaN)
+  line(p50Gap <= 0.3, `PostgreSQL p50 at ${settings.rate} req/s within +0.3 ms of SQLite's: ${ms(p50Gap)}`)
+  const ttfbGap = (postgres.ttfbMedian ?? Number.NaN) - (sqlite.ttfbMedian ?? Number.NaN)
+  line(ttfbGap <= 0.3, `PostgreSQL stream time to first byte within +0.3 ms of SQLite's: ${ms(ttfbGap)}`)
+  const two = results['gateway-postgres-2']
+  const scale = (two.satRps ?? 0) / (postgres.satRps ?? Number.NaN)
+  line(
+    scale >= 1.6,
+    `two instances ≥ 1.6× one: ${scale.toFixed(2)}×${pinCores ? ' (each on its own core)' : ' (not pinned: no taskset or one core)'}`,
+  )
+  const perRequest = (t: Figures) =>
+    `${cell(t.dbStatements, 3)} statements, ${cell(t.dbCpu, 0)} µs database CPU, ${cell(t.dbLockWaits, 2)} sessions waiting for a lock`
+  // Each instance batches its own calls: at half the load each, its batches are about half as big, so
+  // the statements a request costs the database may double at most; the lock waits must not grow.
+  const flat =
+    (two.dbStatements ?? Number.NaN) <= 2 * (postgres.dbStatements ?? Number.NaN) &&
+    (two.dbLockWaits ?? Number.NaN) <= (postgres.dbLockWaits ?? Number.NaN) + 0.5
+  line(
+    flat,
+    `database work per request ≤ 2× with two instances, sessions waiting for a lock not growing: one ${perRequest(postgres)}; two ${perRequest(two)}`,
   )
 }
 
@@ -776,11 +951,12 @@ async function measureAll(targets: Target[], wrkScript: string): Promise<Record<
     gateway: {},
     'gateway-sqlite': {},
     'gateway-postgres': {},
+    'gateway-postgres-2': {},
     floor: {},
     upstream: {},
   }
   // Memory first: after the load tests the heaps have grown, and the streams would fit in the slack.
-  for (const t of targets.filter((x) => x.name !== 'upstream')) {
+  for (const t of targets.filter((x) => x.name !== 'upstream' && x.peers === undefined)) {
     console.log(`· ${t.name}: memory with ${settings.openStreams} open streams`)
     const m = await memoryWithOpenStreams(t)
     Object.assign(results[t.name], { rssBefore: m.beforeMb, rssWith: m.withMb, rssDelta: m.deltaMb })
@@ -799,13 +975,21 @@ async function measureAll(targets: Target[], wrkScript: string): Promise<Record<
   for (const t of targets) {
     console.log(`· ${t.name}: warm-up, then blocking chat at saturation`)
     await saturate(t, settings.warmupS, wrkScript)
-    const s = await saturateWithCpu(t, settings.durationS, wrkScript)
+    const s = await measureDatabaseCost(t, settings.durationS, () =>
+      saturateWithCpu(t, settings.durationS, wrkScript),
+    )
     Object.assign(results[t.name], {
       satRps: s.rps,
       satP50: s.p50Ms,
       satP99: s.p99Ms,
       satCpu: s.cpuUsPerRequest,
     })
+    if (s.database)
+      Object.assign(results[t.name], {
+        dbStatements: s.database.statementsPerRequest,
+        dbCpu: s.database.cpuUsPerRequest,
+        dbLockWaits: s.database.lockWaiting,
+      })
     addFailures(results[t.name], s.failures)
   }
   for (const t of targets) {
@@ -971,9 +1155,29 @@ async function main(): Promise<void> {
       dir,
       await createBenchDatabase(),
     )
+    // Two instances on one database, each on its own core when it can be (the load generator, the
+    // upstream and the database share the cores anyway).
+    const twoUrl = await createBenchDatabase()
+    const first = await startGateway(
+      'gateway-postgres-2',
+      upstream.origin,
+      config,
+      dir,
+      twoUrl,
+      pinCores ? 0 : undefined,
+    )
+    const second = await startGateway(
+      'gateway-postgres-2',
+      upstream.origin,
+      config,
+      dir,
+      twoUrl,
+      pinCores ? 1 : undefined,
+    )
+    const gatewayPostgres2: Target = { ...first, peers: [second] }
     const floor = await startFloor(upstream.origin)
-    const targets = [gateway, gatewaySqlite, gatewayPostgres, floor, upstream]
-    for (const t of targets) await checkTarget(t)
+    const targets = [gateway, gatewaySqlite, gatewayPostgres, gatewayPostgres2, floor, upstream]
+    for (const t of targets) for (const i of instancesOf(t)) await checkTarget(i)
 
     const generator = wrkPath ? 'wrk -t1' : 'autocannon'
     console.log(

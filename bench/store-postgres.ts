@@ -5,7 +5,8 @@ import { createPostgresStore } from '../src/store/postgres.ts'
 import type { GenerationRecord } from '../src/store/types.ts'
 
 // Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),
-// sequential and with concurrent callers, then a request's four store calls over one and two stores
+// sequential and with concurrent callers, then a request's store calls as the gateway makes them (key
+// lookup, check before the body, hold, settle; without and with rate limits) over one and two stores,
 // with and without group commit, on a throwaway database. Records figures, asserts nothing.
 // `npm run bench:postgres`; BENCH_PG_URL overrides the admin URL, BENCH_OPS the count (2000).
 
@@ -86,12 +87,20 @@ async function runConsume(label: string, concurrency: number): Promise<void> {
 }
 
 /**
- * One request's store calls as the gateway makes them (rate-limit consume, credits check, reserve,
- * settle), `concurrency` callers per store on one hot account, over `instances` stores (one pool each, as
- * separate gateway processes have), with group commit on or off: requests/s, the database round trips a
+ * One request's store calls as the gateway makes them (the key lookup, the check before the body, the
+ * hold, the settle; with `limits` the account has requests and tokens limits, checked in the first two
+ * steps; with `keyLimit` the key has a spending limit, checked with the hold, and charged by the settle), `concurrency` callers per store on one hot account, over `instances` stores (one pool each, as
+ * separate gateway processes have), with group commit on or off: requests/s, the database statements a
  * request and the sessions waiting for a row lock, which must not grow with the instance count.
  */
-async function runRequests(label: string, concurrency: number, instances: number, batch: boolean) {
+async function runRequests(
+  label: string,
+  concurrency: number,
+  instances: number,
+  batch: boolean,
+  limits = false,
+  keyLimit = false,
+) {
   let trips = 0
   const stores = await Promise.all(
     Array.from({ length: instances }, () =>
@@ -107,18 +116,46 @@ async function runRequests(label: string, concurrency: number, instances: number
     { id: accountId, name: accountId, createdAt: 0, discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} },
     10n ** 18n,
   )
-  const key = `rpm-${randomUUID()}`
+  const keyHash = `hash-${randomUUID()}`
+  await stores[0]!.accounts.addKey({
+    id: keyHash,
+    accountId,
+    hash: keyHash,
+    prefix: 'sk-',
+    createdAt: 0,
+    ...(keyLimit ? { limit: 10n ** 17n, limitReset: 'monthly' as const } : {}),
+  })
+  const rpm = [{ key: `rpm-${randomUUID()}`, amount: 1, limit: 1e9 }]
+  const tpm = [{ key: `tpm-${randomUUID()}`, amount: 100, limit: 1e12 }]
   trips = 0
   let next = 0
   const worker = async (w: number) => {
     const s = stores[w % instances]!
     while (next < ops) {
       const i = next++
-      await s.rateLimits.consume([{ key, amount: 1, limit: 1e9 }], 60_000, 0)
-      await s.ledger.credits(accountId, 0)
-      const r = await s.ledger.reserve(accountId, `q${i}`, 1_000_000n, 0, 60_000)
-      if (!r) throw new Error('reserve refused')
-      await s.ledger.settle(r, record(accountId))
+      const found = await s.accounts.findKey(keyHash)
+      if (!found) throw new Error('key not found')
+      const key =
+        found.key.limit == null
+          ? undefined
+          : { hash: keyHash, limit: found.key.limit, limitReset: 'monthly' as const }
+      await s.admission.beforeBody(accountId, limits ? rpm : [], 60_000, 0, true)
+      const { reservation } = await s.admission.reserve(
+        limits ? tpm : [],
+        60_000,
+        accountId,
+        `q${i}`,
+        1_000_000n,
+        0,
+        60_000,
+        key,
+      )
+      if (!reservation) throw new Error('reserve refused')
+      await s.ledger.settle(
+        reservation,
+        { ...record(accountId), keyHash },
+        { held: reservation.amount, now: 0 },
+      )
     }
   }
   // Row-lock waits: how many of the database's sessions wait for a lock, sampled every 5 ms.
@@ -146,7 +183,7 @@ async function runRequests(label: string, concurrency: number, instances: number
   await sampled
   await sampler.end()
   console.log(
-    `${label}: ${Math.round(ops / sec)} requests/s, ${(trips / ops).toFixed(2)} round trips a request, ` +
+    `${label}: ${Math.round(ops / sec)} requests/s, ${(trips / ops).toFixed(2)} statements a request, ` +
       `${(waiting / Math.max(samples, 1)).toFixed(2)} sessions waiting for a lock on average`,
   )
   await Promise.all(stores.map((st) => st.close()))
@@ -159,15 +196,28 @@ try {
   await run('16 concurrent, one account', 16, 1)
   await run('16 concurrent, 16 accounts', 16, 16)
   for (const batch of [false, true]) {
-    for (const instances of [1, 2]) {
-      const mode = batch ? 'group commit' : 'one call a statement'
-      await runRequests(
-        `requests (consume+credits+reserve+settle), one account, ${instances} store(s) × 50 callers, ${mode}`,
-        50,
-        instances,
-        batch,
-      )
+    for (const limits of [false, true]) {
+      for (const instances of [1, 2]) {
+        const mode = batch ? 'group commit' : 'one call a statement'
+        await runRequests(
+          `requests (key, before body, hold, settle${limits ? '; rate limits' : ''}), one account, ${instances} store(s) × 50 callers, ${mode}`,
+          50,
+          instances,
+          batch,
+          limits,
+        )
+      }
     }
+  }
+  for (const instances of [1, 2]) {
+    await runRequests(
+      `requests (key with a spending limit, before body, hold, settle), one account, ${instances} store(s) × 50 callers, group commit`,
+      50,
+      instances,
+      true,
+      false,
+      true,
+    )
   }
 } finally {
   await store.close()

@@ -8,7 +8,7 @@ import { createProviderRegistry, type ProviderRegistry } from './providers/regis
 import { buildModelTable, type ModelTable } from './routing/model-table.ts'
 import { createRouter, type Router } from './routing/router.ts'
 import { createHealth, type Health } from './routing/health.ts'
-import { createMetrics, type Metrics } from './metrics.ts'
+import { createMetrics, trackStoreStatements, type Metrics } from './metrics.ts'
 import { createLocalFileStorage } from './files/local-storage.ts'
 import type { FileStorage } from './files/storage.ts'
 import { sweepOrphans } from './files/orphan-sweep.ts'
@@ -220,6 +220,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   // The tokenizer is loaded in its own thread on the first estimate, and dropped when unused.
   const tokenThread = createTokenThread()
   const metrics = createMetrics({ metering: stats })
+  if (store.statements) trackStoreStatements(metrics, store.statements)
   const idsUsed = overrides.ids ?? defaultIds
   const tasks = await createPredictionServices({
     config,

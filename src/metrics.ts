@@ -144,3 +144,21 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
     }),
   }
 }
+
+/**
+ * `junction_store_statements_total{kind}`: the statements a database backend sent, by kind (its
+ * prepared statement's name, `query` for the rest), read from the store when scraped. A statement of
+ * a batch counts once however many calls it carries: per request it is the load-independent cost.
+ */
+export function trackStoreStatements(metrics: Metrics, read: () => ReadonlyMap<string, number>): void {
+  new Counter({
+    name: 'junction_store_statements_total',
+    help: 'Statements sent to the database (one per batch of calls), by kind',
+    labelNames: ['kind'],
+    registers: [metrics.registry],
+    collect() {
+      this.reset()
+      for (const [kind, n] of read()) this.inc({ kind }, n)
+    },
+  })
+}

@@ -1,5 +1,4 @@
 import { byDayThenModel, DAY_MS } from './activity.ts'
-import { composeAdmission } from './admission.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
@@ -25,6 +24,7 @@ import {
 } from './key-usage.ts'
 import type {
   Account,
+  KeyHold,
   KeyLookup,
   AccountStore,
   ApiKeyRecord,
@@ -35,6 +35,8 @@ import type {
   RateCheck,
   RateDecision,
   AdmissionStore,
+  AdmitOutcome,
+  BeforeBodyOutcome,
   RateLimitStore,
   Reservation,
   ReservationRef,
@@ -71,6 +73,16 @@ export interface PostgresStoreOptions {
   batch?: { maxInFlight?: number; maxBatch?: number } | false
   /** Told every statement sent (its kind: the prepared statement's name, else `query`), for counters. */
   onRoundTrip?: (kind: string) => void
+  /**
+   * Told when this instance has forgotten its cached key lookups because accounts or keys changed in
+   * any instance (a notification arrived), or its listening connection was (re)opened (tests).
+   */
+  onAccountsChanged?: () => void
+  /**
+   * How long an account seen with credits is answered so before a request's body without asking the
+   * database (default 1000 ms; 0: always asked).
+   */
+  creditsKnownMs?: number
 }
 
 /** A statement with a `name` is prepared once per connection and then sent as name and values only. */
@@ -108,13 +120,16 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
     client.on('error', (err) => log?.debug({ err: { message: err.message } }, 'postgres connection error'))
   })
 
+  const statements = new Map<string, number>()
   const run = async <R extends QueryResultRow>(
     runner: pg.Pool | PoolClient,
     text: string,
     values?: unknown[],
     name?: string,
   ): Promise<QueryResult<R>> => {
-    options.onRoundTrip?.(name ?? 'query')
+    const kind = name ?? 'query'
+    statements.set(kind, (statements.get(kind) ?? 0) + 1)
+    options.onRoundTrip?.(kind)
     try {
       return await (name === undefined
         ? runner.query<R>(text, values)
@@ -173,20 +188,24 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
 
   const batch = batchOptions(options.batch)
   const rateLimits = createRateLimits(query, batch)
-  const ledger = createLedger(query, batch)
+  const known = createCreditsKnown(options.creditsKnownMs ?? 1_000)
+  const ledger = createLedger(query, batch, known)
+  const keyCache = createKeyCache()
+  const listener = listenForAccountChanges(url, keyCache, options)
   const retentionMs = options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000
   return {
-    accounts: createAccounts(query, transaction, batch),
+    accounts: createAccounts(query, transaction, batch, keyCache),
     ledger,
     generations: createGenerations(query),
     files: createFiles(query, transaction),
     rateLimits,
-    admission: createAdmission(query, ledger, rateLimits),
+    admission: createAdmission(query, batch, known),
     ...createPostgresTaskStores(query, transaction),
     responses: createPostgresResponseStore(query),
     async ping() {
       await query('SELECT 1')
     },
+    statements: () => statements,
     appliedConfig: {
       async get(accountId) {
         const { rows } = await query<{ snapshot: string }>(
@@ -204,7 +223,21 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
       },
     },
     async sweep(now) {
-      await query('DELETE FROM reservations WHERE expires_at <= $1', [now])
+      // Each account's ledger row is locked first, in account order, as every batch does (the triggers
+      // of migration 13 update it when its holds go): a sweep never deadlocks with a batch.
+      await transaction(async (q) => {
+        const { rows } = await q<{ account_id: string }>(
+          `SELECT account_id FROM ledger WHERE account_id IN (
+             SELECT account_id FROM reservations WHERE expires_at <= $1)
+           ORDER BY account_id FOR NO KEY UPDATE`,
+          [now],
+        )
+        if (rows.length === 0) return
+        await q('DELETE FROM reservations WHERE expires_at <= $1 AND account_id = ANY ($2::text[])', [
+          now,
+          rows.map((r) => r.account_id),
+        ])
+      })
       await query('DELETE FROM file_holds WHERE expires_at <= $1', [now])
       await rateLimits.sweep(now)
       if (retentionMs !== undefined) {
@@ -213,6 +246,7 @@ export async function createPostgresStore(url: string, options: PostgresStoreOpt
       }
     },
     async close() {
+      await listener.close()
       await pool.end()
     },
   }
@@ -320,8 +354,125 @@ const toLookup = (r: KeyAccountRow): KeyLookup => ({
   }),
 })
 
-function createAccounts(query: Query, transaction: Transaction, batch: Batch): AccountStore {
-  const findKey = batched<string, KeyLookup | null>(
+/** Accounts of API keys kept in memory for the lookup every request makes, at most. */
+const KEY_CACHE = 10_000
+/**
+ * How long a cached lookup is used without asking the database again: the bound on a key revoked
+ * (or an account changed) elsewhere still working here should the listening connection die silently.
+ */
+const KEY_CACHE_MAX_AGE_MS = 5_000
+
+/**
+ * The accounts of API keys this instance looked up. Used only while the listening connection is up
+ * (`live`), so that a change made by any instance clears it; this instance's own changes clear it at
+ * once. `epoch` moves at every clearing: a lookup sent before one is not cached.
+ */
+interface KeyCache {
+  live: boolean
+  epoch: number
+  entries: Map<string, { found: KeyLookup; at: number }>
+  forget(): void
+}
+
+function createKeyCache(): KeyCache {
+  const cache: KeyCache = {
+    live: false,
+    epoch: 0,
+    entries: new Map(),
+    forget() {
+      cache.entries.clear()
+      cache.epoch++
+    },
+  }
+  return cache
+}
+
+const copyAccount = (a: Account): Account => ({
+  ...a,
+  modelDiscountsPpm: { ...a.modelDiscountsPpm },
+  rateLimits: { ...a.rateLimits },
+  ...(a.notices ? { notices: { ...a.notices } } : {}),
+})
+
+const copyKey = (k: ApiKeyRecord): ApiKeyRecord => ({
+  ...k,
+  ...(k.allowedModels ? { allowedModels: [...k.allowedModels] } : {}),
+  ...(k.rateLimits ? { rateLimits: { ...k.rateLimits } } : {}),
+})
+
+/** Each caller gets its own objects: a cached lookup is never shared. */
+const copyLookup = (l: KeyLookup): KeyLookup => ({ account: copyAccount(l.account), key: copyKey(l.key) })
+
+/**
+ * One connection outside the pool listening for `junction_accounts` (sent by triggers of migration
+ * 13 when accounts or keys change): every notification clears the key cache. While the connection is
+ * down the cache is not used, and it is opened again 1 s later, then 2 s, … up to 30 s.
+ */
+function listenForAccountChanges(
+  url: string,
+  cache: KeyCache,
+  options: Pick<PostgresStoreOptions, 'log' | 'onAccountsChanged'>,
+): { close(): Promise<void> } {
+  let closed = false
+  let current: pg.Client | null = null
+  let retryMs = 1_000
+  let timer: NodeJS.Timeout | undefined
+  const changed = (): void => {
+    cache.forget()
+    options.onAccountsChanged?.()
+  }
+  const lost = (client: pg.Client): void => {
+    if (current !== client) return
+    current = null
+    cache.live = false
+    cache.forget()
+    client.end().catch(() => {})
+    if (closed) return
+    timer = setTimeout(() => void open(), retryMs)
+    timer.unref()
+    retryMs = Math.min(retryMs * 2, 30_000)
+  }
+  const open = async (): Promise<void> => {
+    const client = new pg.Client({
+      connectionString: url,
+      connectionTimeoutMillis: 5_000,
+      keepAlive: true,
+      application_name: 'junction-listen',
+    })
+    current = client
+    client.on('notification', changed)
+    client.on('error', (err) => {
+      options.log?.debug({ err: { message: err.message } }, 'postgres listening connection error')
+      lost(client)
+    })
+    client.on('end', () => lost(client))
+    try {
+      await client.connect()
+      await client.query('LISTEN junction_accounts')
+    } catch {
+      lost(client)
+      return
+    }
+    if (current !== client) return
+    retryMs = 1_000
+    cache.live = true
+    changed()
+  }
+  void open()
+  return {
+    async close() {
+      closed = true
+      clearTimeout(timer)
+      const client = current
+      current = null
+      cache.live = false
+      await client?.end().catch(() => {})
+    },
+  }
+}
+
+function createAccounts(query: Query, transaction: Transaction, batch: Batch, cache: KeyCache): AccountStore {
+  const lookUp = batched<string, KeyLookup | null>(
     batch,
     async (keyHash) => {
       const { rows } = await query<KeyAccountRow>(
@@ -346,6 +497,29 @@ function createAccounts(query: Query, transaction: Transaction, batch: Batch): A
       })
     },
   )
+  // Every request looks its key up: answered from the cache while it may be used; only keys that exist
+  // are kept (an unknown key costs a query, not memory).
+  const findKey = async (keyHash: string): Promise<KeyLookup | null> => {
+    const sentAt = performance.now()
+    const hit = cache.live ? cache.entries.get(keyHash) : undefined
+    if (hit && sentAt - hit.at < KEY_CACHE_MAX_AGE_MS) return copyLookup(hit.found)
+    const epoch = cache.epoch
+    const found = await lookUp(keyHash)
+    if (found && cache.live && cache.epoch === epoch) {
+      if (cache.entries.size >= KEY_CACHE) cache.entries.clear()
+      cache.entries.set(keyHash, { found: copyLookup(found), at: sentAt })
+    }
+    return found
+  }
+  /** This instance's own change: forgotten before the caller hears back (the others by notification). */
+  const changing = async <T>(p: Promise<T>): Promise<T> => {
+    cache.forget()
+    try {
+      return await p
+    } finally {
+      cache.forget()
+    }
+  }
   return {
     findKey,
     async findByKeyHash(keyHash) {
@@ -359,16 +533,18 @@ function createAccounts(query: Query, transaction: Transaction, batch: Batch): A
       return rows[0] ? toKey(rows[0]) : null
     },
     async updateKey(accountId, keyHash, patch) {
-      return transaction(async (q) => {
-        const { rows } = await q<KeyRow>(
-          `SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.account_id = $1 AND k.hash = $2 FOR UPDATE`,
-          [accountId, keyHash],
-        )
-        if (!rows[0]) return null
-        const settings = encodeKeySettings({ ...toKey(rows[0]), ...patch })
-        await q('UPDATE api_keys SET settings = $2 WHERE hash = $1', [keyHash, settings])
-        return toKey({ ...rows[0], settings })
-      })
+      return changing(
+        transaction(async (q) => {
+          const { rows } = await q<KeyRow>(
+            `SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.account_id = $1 AND k.hash = $2 FOR UPDATE`,
+            [accountId, keyHash],
+          )
+          if (!rows[0]) return null
+          const settings = encodeKeySettings({ ...toKey(rows[0]), ...patch })
+          await q('UPDATE api_keys SET settings = $2 WHERE hash = $1', [keyHash, settings])
+          return toKey({ ...rows[0], settings })
+        }),
+      )
     },
     async get(id) {
       const { rows } = await query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = $1`, [
@@ -399,8 +575,9 @@ function createAccounts(query: Query, transaction: Transaction, batch: Batch): A
     },
     async update(id, patch) {
       const json = (v: object | undefined) => (v === undefined ? null : JSON.stringify(v))
-      const { rows } = await query<AccountRow>(
-        `UPDATE accounts a SET
+      const { rows } = await changing(
+        query<AccountRow>(
+          `UPDATE accounts a SET
            name = coalesce($2, a.name),
            discount_ppm = coalesce($3, a.discount_ppm),
            model_discounts_ppm = coalesce($4::jsonb, a.model_discounts_ppm),
@@ -408,15 +585,16 @@ function createAccounts(query: Query, transaction: Transaction, batch: Batch): A
            overdraft = coalesce($6::numeric, a.overdraft),
            notices = coalesce($7, a.notices)
          WHERE a.id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
-        [
-          id,
-          patch.name ?? null,
-          patch.discountPpm ?? null,
-          json(patch.modelDiscountsPpm),
-          json(patch.rateLimits),
-          patch.overdraft === undefined ? null : money(patch.overdraft),
-          patch.notices === undefined ? null : encodeNotices(patch.notices),
-        ],
+          [
+            id,
+            patch.name ?? null,
+            patch.discountPpm ?? null,
+            json(patch.modelDiscountsPpm),
+            json(patch.rateLimits),
+            patch.overdraft === undefined ? null : money(patch.overdraft),
+            patch.notices === undefined ? null : encodeNotices(patch.notices),
+          ],
+        ),
       )
       return rows[0] ? toAccount(rows[0]) : null
     },
@@ -428,11 +606,13 @@ function createAccounts(query: Query, transaction: Transaction, batch: Batch): A
     },
     async addKey(key) {
       try {
-        await query(
-          `INSERT INTO api_keys (hash, id, account_id, prefix, created_at, settings) VALUES ($1, $2, $3, $4, $5, $6)
+        await changing(
+          query(
+            `INSERT INTO api_keys (hash, id, account_id, prefix, created_at, settings) VALUES ($1, $2, $3, $4, $5, $6)
            ON CONFLICT (hash) DO UPDATE SET id = excluded.id, account_id = excluded.account_id,
              prefix = excluded.prefix, created_at = excluded.created_at, settings = excluded.settings`,
-          [key.hash, key.id, key.accountId, key.prefix, key.createdAt, encodeKeySettings(key)],
+            [key.hash, key.id, key.accountId, key.prefix, key.createdAt, encodeKeySettings(key)],
+          ),
         )
       } catch (err) {
         if (isUnknownAccount(err)) throw new Error(`unknown account ${key.accountId}`, { cause: err })
@@ -447,10 +627,9 @@ function createAccounts(query: Query, transaction: Transaction, batch: Batch): A
       return rows.map(toKey)
     },
     async removeKey(accountId, keyId) {
-      const { rowCount } = await query('DELETE FROM api_keys WHERE account_id = $1 AND id = $2', [
-        accountId,
-        keyId,
-      ])
+      const { rowCount } = await changing(
+        query('DELETE FROM api_keys WHERE account_id = $1 AND id = $2', [accountId, keyId]),
+      )
       return (rowCount ?? 0) > 0
     },
   }
@@ -462,8 +641,8 @@ interface CreditsRow {
   reserved: string
 }
 
-const OPEN_RESERVED = `(SELECT coalesce(sum(r.amount), 0) FROM reservations r
-  WHERE r.account_id = ledger.account_id AND r.expires_at > $2) AS reserved`
+// The open holds from the ledger row's total of holds (kept by triggers, migration 13).
+const OPEN_RESERVED = 'junction_open_held(ledger.account_id, ledger.held, $2) AS reserved'
 
 const toCredits = (r: CreditsRow): Credits => ({
   totalCredits: toMoney(r.credits),
@@ -484,6 +663,9 @@ interface ReserveItem {
   now: number
   ttlMs: number
 }
+
+/** SQLSTATE deadlock_detected: the database rolled the statement back whole. */
+const DEADLOCK = '40P01'
 
 const settleNow = ({ record: r, limit }: SettleItem): number => limit?.now ?? r.createdAt + r.generationTimeMs
 
@@ -525,15 +707,53 @@ const keyWindows = (t: number) => {
 }
 
 /**
- * Settles a batch in one statement: junction_settle_many (migration 10) charges and records, and
- * junction_key_charge (migration 11) names each record's key and adds to the key's counters.
+ * The accounts this instance saw with credits left in the last `creditsKnownMs` (a balance read said
+ * so), for the check before a request's body, which is only an early refusal: the hold decides
+ * exactly. Whatever this instance sees that can leave an account with nothing (a hold short of what
+ * was asked or refused, a charge not within its hold, credits changed) forgets it at once; what
+ * other instances spend is seen when the time is up.
  */
-const SETTLE_MANY = `WITH p AS (SELECT junction_key_prepare($1::jsonb) AS p)
-  SELECT junction_key_charge(p.p, junction_settle_many(p.p))::text[] AS costs FROM p`
-/** The same, for a batch whose records all name their key (inference): no hold to look one up in. */
-const SETTLE_MANY_KEYED = `SELECT junction_key_charge($1::jsonb, junction_settle_many($1::jsonb))::text[] AS costs`
+interface CreditsKnown {
+  has(accountId: string): boolean
+  saw(accountId: string, has: boolean): void
+  forget(accountId: string): void
+}
 
-function createLedger(query: Query, batch: Batch): LedgerStore {
+function createCreditsKnown(forMs: number): CreditsKnown {
+  const seen = new Map<string, number>()
+  return {
+    has: (accountId) => {
+      const at = seen.get(accountId)
+      return at !== undefined && performance.now() - at < forMs
+    },
+    saw: (accountId, has) => {
+      if (!has) return void seen.delete(accountId)
+      if (seen.size >= KEY_CACHE) seen.clear()
+      seen.set(accountId, performance.now())
+    },
+    forget: (accountId) => void seen.delete(accountId),
+  }
+}
+
+/** A key's hold parameters as junction_reserve_key and the admissions take them (migrations 11, 13). */
+const keyHoldParams = (key: KeyHold | undefined, now: number) => [
+  key?.hash ?? null,
+  key?.limit == null ? null : money(key.limit),
+  key?.limitReset ?? null,
+  key?.limitReset == null ? null : windowStart(key.limitReset, now),
+]
+
+/** A hold's amount as those functions return it: NULL refused for credits, -1 for the key's limit. */
+const toKeyHeld = (
+  amount: string | null | undefined,
+  r: { id: string; accountId: string; expiresAt: number },
+): { reservation: Reservation | null; keyLimited: boolean } => {
+  if (amount == null) return { reservation: null, keyLimited: false }
+  if (amount === '-1') return { reservation: null, keyLimited: true }
+  return { reservation: { ...r, amount: toMoney(amount) }, keyLimited: false }
+}
+
+function createLedger(query: Query, batch: Batch, known: CreditsKnown): LedgerStore {
   const credits = batched<{ accountId: string; now: number }, Credits>(
     batch,
     async ({ accountId, now }) => {
@@ -551,13 +771,8 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
         usage: string | null
         reserved: string
       }>(
-        // The open holds summed once per distinct (account, now) of the batch, not once per call.
-        `WITH pairs AS (SELECT DISTINCT a, t FROM unnest($1::text[], $2::bigint[]) AS u(a, t)),
-           held AS (SELECT p.a, p.t, (SELECT coalesce(sum(r.amount), 0) FROM reservations r
-             WHERE r.account_id = p.a AND r.expires_at > p.t) AS reserved FROM pairs p)
-         SELECT q.i, l.credits, l.usage, held.reserved
+        `SELECT q.i, l.credits, l.usage, junction_open_held(q.a, l.held, q.t) AS reserved
          FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(a, t, i)
-         JOIN held ON held.a = q.a AND held.t = q.t
          LEFT JOIN ledger l ON l.account_id = q.a`,
         [items.map((c) => c.accountId), items.map((c) => c.now)],
         'credits_many',
@@ -607,21 +822,32 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
     },
   )
 
-  const settleMany = async (items: SettleItem[]): Promise<(GenerationRecord | null)[]> => {
-    // One round trip and one commit for the batch (junction_settle_many, migration 10): each settle
-    // in order, atomic with its record as alone, and every one committed before any caller hears back.
-    // The same statement charges each record's key (junction_key_charge, migration 11).
-    let rows: { costs: (string | null)[] }[]
-    try {
-      const keyed = items.every((i) => i.record.keyHash !== undefined)
-      ;({ rows } = await query<{ costs: (string | null)[] }>(
-        keyed ? SETTLE_MANY_KEYED : SETTLE_MANY,
-        [JSON.stringify(items.map(settleJson))],
-        keyed ? 'settle_many_keyed' : 'settle_many',
-      ))
-    } catch (err) {
-      if (isUnknownAccount(err)) throw new Error(`unknown account ${items[0]?.ref.accountId}`, { cause: err })
-      throw err
+  const settleMany = async (
+    items: SettleItem[],
+    name = 'settle_many',
+  ): Promise<(GenerationRecord | null)[]> => {
+    // One round trip for the batch (junction_settle_durably, migration 13): each settle in order,
+    // atomic with its record as alone, each record's key charged in the same transaction
+    // (junction_key_charge, migration 11), the ledger rows freed before the disk is waited for, and
+    // every one durable before any caller hears back.
+    //
+    // The same generation settled at once by two callers can deadlock: a settle within its hold
+    // inserts its record before locking the ledger row, one past its hold locks the row first. The
+    // database then rolls one back whole; it is sent again, and finds the other's record (a repeat,
+    // charged nothing). Distinct generations never wait on each other's records.
+    let rows: { costs: (string | null)[] }[] | undefined
+    for (let attempt = 1; rows === undefined; attempt++) {
+      try {
+        ;({ rows } = await query<{ costs: (string | null)[] }>(
+          'CALL junction_settle_durably($1::jsonb, NULL)',
+          [JSON.stringify(items.map(settleJson))],
+          name,
+        ))
+      } catch (err) {
+        if (isUnknownAccount(err))
+          throw new Error(`unknown account ${items[0]?.ref.accountId}`, { cause: err })
+        if (!(err instanceof DatabaseError && err.code === DEADLOCK) || attempt >= 3) throw err
+      }
     }
     const costs = rows[0]!.costs
     return items.map((s, i) => {
@@ -633,13 +859,14 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
   // hold's (a prediction's), which junction_key_prepare looks up.
   const settle = batched<SettleItem, GenerationRecord | null>(
     batch,
-    async (item) => (await settleMany([item]))[0]!,
+    async (item) => (await settleMany([item], 'settle'))[0]!,
     settleMany,
   )
 
   return {
     credits: (accountId, now) => credits({ accountId, now }),
     async addCredits(accountId, amount, now) {
+      known.forget(accountId)
       const { rows } = await query<CreditsRow>(
         `UPDATE ledger SET credits = credits + $3 WHERE account_id = $1 RETURNING credits, usage, ${OPEN_RESERVED}`,
         [accountId, now, money(amount)],
@@ -647,30 +874,19 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
       if (!rows[0]) throw new Error(`unknown account ${accountId}`)
       return toCredits(rows[0])
     },
-    reserve: (accountId, id, upperBound, now, ttlMs) => reserve({ accountId, id, upperBound, now, ttlMs }),
     async reserveForKey(accountId, id, upperBound, now, ttlMs, key) {
       const expiresAt = now + ttlMs
-      // One round trip: junction_reserve_key (migration 11) is junction_reserve plus the key's limit,
-      // under the same lock of the account's ledger row.
+      // One round trip: junction_reserve_key (migration 11, open holds from the ledger row since
+      // migration 13) is junction_reserve plus the key's limit, under the same lock of the account's
+      // ledger row.
       const { rows } = await query<{ amount: string | null }>(
         'SELECT junction_reserve_key($1, $2, $3, $4, $5, $6, $7, $8, $9)::text AS amount',
-        [
-          accountId,
-          id,
-          money(upperBound),
-          expiresAt,
-          now,
-          key.hash,
-          key.limit === null ? null : money(key.limit),
-          key.limitReset,
-          key.limitReset === null ? null : windowStart(key.limitReset, now),
-        ],
+        [accountId, id, money(upperBound), expiresAt, now, ...keyHoldParams(key, now)],
         'reserve_key',
       )
-      const amount = rows[0]?.amount
-      if (amount == null) return { reservation: null, keyLimited: false }
-      if (amount === '-1') return { reservation: null, keyLimited: true }
-      return { reservation: { id, accountId, amount: toMoney(amount), expiresAt }, keyLimited: false }
+      const held = toKeyHeld(rows[0]?.amount, { id, accountId, expiresAt })
+      if (held.reservation === null || held.reservation.amount < upperBound) known.forget(accountId)
+      return held
     },
     async keyUsage(accountId, keyHashes, now) {
       const { rows } = await query<{
@@ -708,6 +924,11 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
         ),
       )
     },
+    async reserve(accountId, id, upperBound, now, ttlMs) {
+      const r = await reserve({ accountId, id, upperBound, now, ttlMs })
+      if (r === null || r.amount < upperBound) known.forget(accountId)
+      return r
+    },
     async renew(ref, now, ttlMs) {
       const { rowCount } = await query(
         'UPDATE reservations SET expires_at = $3 WHERE account_id = $1 AND id = $2 AND expires_at > $4',
@@ -720,11 +941,16 @@ function createLedger(query: Query, batch: Batch): LedgerStore {
       if (record.accountId !== ref.accountId) {
         throw new Error(`generation ${record.generationId} settled against another account's reservation`)
       }
+      // A charge within its hold leaves more free than before; any other may leave nothing.
+      if (limit?.held === undefined || record.cost > limit.held) known.forget(record.accountId)
       return settle({ ref, record, limit })
     },
     async release(ref) {
+      // The ledger row first (the trigger that updates its total of holds would lock it after the
+      // hold's row, the reverse of what a settle does).
       await query(
-        'DELETE FROM reservations WHERE account_id = $1 AND id = $2',
+        `WITH l AS (SELECT 1 FROM ledger WHERE account_id = $1 FOR NO KEY UPDATE)
+         DELETE FROM reservations WHERE account_id = $1 AND id = $2 AND EXISTS (SELECT 1 FROM l)`,
         [ref.accountId, ref.id],
         'release',
       )
@@ -990,6 +1216,13 @@ function createFiles(query: Query, transaction: Transaction): FileStore {
   }
 }
 
+interface AdjustItem {
+  key: string
+  delta: number
+  windowMs: number
+  now: number
+}
+
 interface ConsumeItem {
   checks: readonly RateCheck[]
   windowMs: number
@@ -1059,21 +1292,10 @@ function createRateLimits(query: Query, batch: Batch): RateLimitStore {
       return items.map((item, i) => toDecisions(item, perCall[i]!))
     },
   )
-  return {
-    async sweep(now) {
-      // Rows a consume holds are skipped (a consume locks several in key order; waiting for them here
-      // could deadlock with it): a skipped row is current again, or goes at the next sweep.
-      await query(
-        `DELETE FROM rate_windows WHERE key IN (
-           SELECT key FROM rate_windows WHERE $1 - start >= 2 * window_ms FOR UPDATE SKIP LOCKED)`,
-        [now],
-      )
-    },
-    async consume(checks, windowMs, now) {
-      if (checks.length === 0) return { allowed: true, decisions: [] }
-      return consume({ checks, windowMs, now })
-    },
-    async adjust(key, delta, windowMs, now) {
+  // A request of an account with a tokens limit corrects its estimate when it ends: batched too.
+  const adjust = batched<AdjustItem, void>(
+    batch,
+    async ({ key, delta, windowMs, now }) => {
       const start = now - (now % windowMs)
       // One statement: the ON CONFLICT branch sees the locked row and rolls it like rollWindow.
       await query(
@@ -1088,40 +1310,177 @@ function createRateLimits(query: Query, batch: Batch): RateLimitStore {
         'adjust',
       )
     },
+    async (items) => {
+      await query(
+        'SELECT junction_adjust_many($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])',
+        [
+          items.map((i) => i.key),
+          items.map((i) => i.delta),
+          items.map((i) => i.windowMs),
+          items.map((i) => i.now),
+        ],
+        'adjust_many',
+      )
+      return items.map(() => undefined)
+    },
+  )
+  return {
+    async sweep(now) {
+      // Rows a consume holds are skipped (a consume locks several in key order; waiting for them here
+      // could deadlock with it): a skipped row is current again, or goes at the next sweep.
+      await query(
+        `DELETE FROM rate_windows WHERE key IN (
+           SELECT key FROM rate_windows WHERE $1 - start >= 2 * window_ms FOR UPDATE SKIP LOCKED)`,
+        [now],
+      )
+    },
+    async consume(checks, windowMs, now) {
+      if (checks.length === 0) return { allowed: true, decisions: [] }
+      return consume({ checks, windowMs, now })
+    },
+    adjust: (key, delta, windowMs, now) => adjust({ key, delta, windowMs, now }),
   }
 }
 
+/** The rate checks of several calls as junction_consume_many and the fused admissions take them. */
+function flattenChecks(items: { checks: readonly RateCheck[]; windowMs: number; now: number }[]) {
+  const first: number[] = []
+  let next = 1
+  for (const item of items) {
+    first.push(next)
+    next += item.checks.length
+  }
+  const flat = items.flatMap((item) => item.checks)
+  return [
+    first,
+    items.map((item) => item.checks.length),
+    items.map((item) => item.windowMs),
+    items.map((item) => item.now),
+    flat.map((c) => c.key),
+    flat.map((c) => c.amount),
+    flat.map((c) => c.limit),
+  ]
+}
+
+interface BeforeBodyItem extends ConsumeItem {
+  accountId: string
+  credits: boolean
+}
+
+interface AdmitItem extends ConsumeItem {
+  accountId: string
+  id: string
+  upperBound: Money
+  ttlMs: number
+  key: KeyHold | undefined
+}
+
 /**
- * AdmissionStore. Before the body: one round trip, the limits counted by junction_consume and the
- * balance read in the same statement (a read: whether anything is left is judged again, exactly, by the
- * hold). The hold itself: the two calls in a row, as before (junction_consume commits without waiting for
- * the disk, which a hold in the same transaction must not).
+ * AdmissionStore: each step one statement for the whole batch of calls pending at once
+ * (junction_before_body_many, junction_admit_many: migration 13), the limits and the balance read, or
+ * the limits and the hold, instead of two round trips in a row. The hold's commit does not wait for
+ * the disk (see the migration); the settle's does.
  */
-function createAdmission(query: Query, ledger: LedgerStore, rateLimits: RateLimitStore): AdmissionStore {
-  // The hold goes through the store's own ledger and rate limits, so it joins their group commits.
-  const composed = composeAdmission(ledger, rateLimits)
+function createAdmission(query: Query, batch: Batch, known: CreditsKnown): AdmissionStore {
+  const beforeBodyMany = async (items: BeforeBodyItem[]): Promise<BeforeBodyOutcome[]> => {
+    const { rows } = await query<ConsumeRow & { call: number; has: boolean | null }>(
+      `SELECT call, fits, used, has FROM junction_before_body_many($1::integer[], $2::integer[],
+         $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::text[])`,
+      [...flattenChecks(items), items.map((item) => (item.credits ? item.accountId : null))],
+      'before_body_many',
+    )
+    const checks: ConsumeRow[][] = items.map(() => [])
+    const has: (boolean | null)[] = items.map(() => null)
+    for (const r of rows) {
+      if (r.has === null) checks[r.call - 1]!.push(r)
+      else has[r.call - 1] = r.has
+    }
+    return items.map((item, i) => {
+      const decided = toDecisions(item, checks[i]!)
+      const hasCredits = decided.allowed && item.credits ? has[i]! : null
+      if (hasCredits !== null) known.saw(item.accountId, hasCredits)
+      return { ...decided, hasCredits }
+    })
+  }
+  // A call alone without rate checks is a plain statement: the many-call function costs more to run.
+  const beforeBodyOne = async (item: BeforeBodyItem): Promise<BeforeBodyOutcome> => {
+    if (item.checks.length > 0) return (await beforeBodyMany([item]))[0]!
+    const { rows } = await query<{ has: boolean }>(
+      'SELECT credits - usage - junction_open_held(account_id, held, $2) > 0 AS has FROM ledger WHERE account_id = $1',
+      [item.accountId, item.now],
+      'has_credits',
+    )
+    const has = rows[0]?.has === true
+    known.saw(item.accountId, has)
+    return { allowed: true, decisions: [], hasCredits: has }
+  }
+  const beforeBody = batched<BeforeBodyItem, BeforeBodyOutcome>(batch, beforeBodyOne, beforeBodyMany)
+  const admitMany = async (items: AdmitItem[]): Promise<AdmitOutcome[]> => {
+    const keys = items.map((item) => keyHoldParams(item.key, item.now))
+    const { rows } = await query<ConsumeRow & { call: number; amount: string | null }>(
+      `SELECT call, fits, used, amount FROM junction_admit_many($1::integer[], $2::integer[],
+         $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+         $10::numeric[], $11::bigint[], $12::text[], $13::numeric[], $14::text[], $15::bigint[])`,
+      [
+        ...flattenChecks(items),
+        items.map((item) => item.accountId),
+        items.map((item) => item.id),
+        items.map((item) => money(item.upperBound)),
+        items.map((item) => item.now + item.ttlMs),
+        ...[0, 1, 2, 3].map((j) => keys.map((k) => k[j])),
+      ],
+      'admit_many',
+    )
+    const checks: ConsumeRow[][] = items.map(() => [])
+    const amounts: (string | null)[] = items.map(() => null)
+    for (const r of rows) {
+      if (r.fits === null) amounts[r.call - 1] = r.amount
+      else checks[r.call - 1]!.push(r)
+    }
+    return items.map((item, i) => {
+      const decided = toDecisions(item, checks[i]!)
+      const amount = decided.allowed ? amounts[i] : null
+      const held = toKeyHeld(amount, {
+        id: item.id,
+        accountId: item.accountId,
+        expiresAt: item.now + item.ttlMs,
+      })
+      // As composeAdmission: keyLimited only for a request with a key that the limits let through.
+      return { ...decided, ...(decided.allowed && item.key ? held : { reservation: held.reservation }) }
+    })
+  }
+  const admitOne = async (item: AdmitItem): Promise<AdmitOutcome> => {
+    if (item.checks.length > 0) return (await admitMany([item]))[0]!
+    const expiresAt = item.now + item.ttlMs
+    const { rows } = await query<{ amount: string | null }>(
+      'SELECT junction_admit_one($1, $2, $3, $4, $5, $6, $7, $8, $9)::text AS amount',
+      [
+        item.accountId,
+        item.id,
+        money(item.upperBound),
+        expiresAt,
+        item.now,
+        ...keyHoldParams(item.key, item.now),
+      ],
+      'admit_one',
+    )
+    const held = toKeyHeld(rows[0]?.amount, { id: item.id, accountId: item.accountId, expiresAt })
+    return { allowed: true, decisions: [], ...(item.key ? held : { reservation: held.reservation }) }
+  }
+  const admit = batched<AdmitItem, AdmitOutcome>(batch, admitOne, admitMany)
+
   return {
     async beforeBody(accountId, checks, windowMs, now, credits) {
-      if (checks.length === 0 || !credits)
-        return composed.beforeBody(accountId, checks, windowMs, now, credits)
-      const { rows } = await query<{ fits: boolean; used: string; has: boolean | null }>(
-        `SELECT c.fits, c.used,
-           (SELECT l.credits - l.usage - coalesce((SELECT sum(r.amount) FROM reservations r
-              WHERE r.account_id = l.account_id AND r.expires_at > $5), 0) > 0
-            FROM ledger l WHERE l.account_id = $6) AS has
-         FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5) c`,
-        [
-          checks.map((c) => c.key),
-          checks.map((c) => c.amount),
-          checks.map((c) => c.limit),
-          windowMs,
-          now,
-          accountId,
-        ],
-      )
-      const decided = toDecisions({ checks, windowMs, now }, rows)
-      return { ...decided, hasCredits: decided.allowed ? rows[0]!.has === true : null }
+      if (checks.length === 0 && !credits) return { allowed: true, decisions: [], hasCredits: null }
+      // Without rate checks, an account seen with credits a moment ago is not asked again.
+      if (checks.length === 0 && known.has(accountId))
+        return { allowed: true, decisions: [], hasCredits: true }
+      return beforeBody({ accountId, checks, windowMs, now, credits })
     },
-    reserve: composed.reserve,
+    async reserve(checks, windowMs, accountId, id, upperBound, now, ttlMs, key) {
+      const r = await admit({ checks, windowMs, now, accountId, id, upperBound, ttlMs, key })
+      if (r.allowed && (r.reservation === null || r.reservation.amount < upperBound)) known.forget(accountId)
+      return r
+    },
   }
 }

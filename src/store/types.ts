@@ -447,6 +447,8 @@ export interface Store {
   responses: ResponseStore
   /** Resolves when the backend can serve requests (readiness). */
   ping(): Promise<void>
+  /** Statements sent to the database so far, by kind (a backend that counts them). */
+  statements?(): ReadonlyMap<string, number>
   /**
    * Housekeeping, run periodically: deletes reservations, upload holds and rate-limit windows that
    * expired before `now` (they already count for nothing; this only frees their space).

@@ -198,8 +198,9 @@ describe('postgres outage', () => {
     const held = (await store.ledger.reserve(id, 'g1', usd('0.5'), 0, 60_000))!
     const record = generationFixture(`gen-${crypto.randomUUID()}`, id, { cost: usd('0.3') })
     // One statement, committed by the database; the answer is lost on the way back. (A settle alone
-    // goes through the batch's statement too: it also charges the record's key.)
-    const cutting = proxy.cutAfter('settle_many')
+    // is the batch's statement with one item, prepared under its own name: it also charges the
+    // record's key.)
+    const cutting = proxy.cutAfter('settle')
     await expect(store.ledger.settle(held, record)).rejects.toEqual(unavailable)
     await cutting
     await proxy.restore()
@@ -281,4 +282,103 @@ describe('a gateway on PostgreSQL through an outage', () => {
       data.reduce((x, r) => x + r.cost, 0n),
     )
   })
+
+  it('stopped for 10 s under load: 503 store_unavailable while down, every answer received in full charged once, and it serves again by itself', async () => {
+    const { url } = await database()
+    const direct = new URL(url)
+    const proxy = await startProxy({ host: direct.hostname, port: Number(direct.port || 5432) })
+    const viaProxy = new URL(url)
+    viaProxy.port = String(proxy.port)
+    const id = `acct-${crypto.randomUUID()}`
+    const key = `sk-outage-${crypto.randomUUID()}`
+    // Answers take 50 ms (streams: 10 chunks 5 ms apart), so requests are in flight when it stops.
+    const gw = await startGateway({
+      env: { GATEWAY_DATABASE_URL: viaProxy.toString(), MOCK_LATENCY_MS: '50' },
+      file: { models: [pricedMockModel], accounts: [{ id, keys: [key], credits: 10 }] },
+      listen: true,
+    })
+    onTestFinished(async () => {
+      await gw.close()
+      await proxy.cut()
+    })
+    interface Outcome {
+      phase: 'before' | 'down' | 'after'
+      status: number
+      id: string | null
+      /** A 200 whose answer arrived whole (a stream up to [DONE]). */
+      full: boolean
+      /** The error code of the envelope, or of the stream's error event. */
+      code: string | undefined
+    }
+    const outcomes: Outcome[] = []
+    let phase: Outcome['phase'] = 'before'
+    let stop = false
+    // Told when an outcome of a phase meets a wish (so many of a kind): no polling.
+    const wishes: { test: () => boolean; done: () => void }[] = []
+    const when = (test: () => boolean) =>
+      new Promise<void>((done) => (test() ? done() : wishes.push({ test, done })))
+    const count = (p: Outcome['phase'], f: (o: Outcome) => boolean) =>
+      outcomes.filter((o) => o.phase === p && f(o)).length
+    const one = async (stream: boolean): Promise<void> => {
+      const at = phase
+      let o: Outcome
+      try {
+        const res = await fetch(`${gw.origin}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'mock/chat', messages: [{ role: 'user', content: 'hi' }], stream }),
+        })
+        const text = await res.text()
+        const full = res.status === 200 && (!stream || text.trimEnd().endsWith('data: [DONE]'))
+        const error = /"code":"([a-z_]+)"/.exec(text)?.[1]
+        o = { phase: at, status: res.status, id: res.headers.get('x-generation-id'), full, code: error }
+      } catch {
+        o = { phase: at, status: 0, id: null, full: false, code: undefined }
+      }
+      outcomes.push(o)
+      for (const w of wishes.filter((x) => x.test())) {
+        wishes.splice(wishes.indexOf(w), 1)
+        w.done()
+      }
+      // A client backs off a little after a failure (and the test does not spin while it is down).
+      if (!o.full) await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    const workers = Array.from({ length: 6 }, async (_, w) => {
+      for (let i = 0; !stop; i++) await one((w + i) % 2 === 0)
+    })
+
+    await when(() => count('before', (o) => o.full) >= 30)
+    phase = 'down'
+    await proxy.cut()
+    await when(() => count('down', (o) => o.status === 503) >= 20)
+    // Down for 10 s: past the settles' retries, the pool's connection timeout and the listening
+    // connection's first reconnections.
+    await new Promise((resolve) => setTimeout(resolve, 10_000))
+    await proxy.restore()
+    phase = 'after'
+    await when(() => count('after', (o) => o.full) >= 30)
+    stop = true
+    await Promise.all(workers)
+
+    // Refused while down: always 503 store_unavailable in the envelope (or, for a stream already
+    // answering, its error event); never a hang, a crash or another error.
+    for (const o of outcomes.filter((x) => !x.full)) {
+      expect(o.status === 503 || o.status === 200, JSON.stringify(o)).toBe(true)
+      expect(o.code, JSON.stringify(o)).toBe('store_unavailable')
+    }
+    expect(count('down', (o) => !o.full)).toBeGreaterThan(20)
+
+    // Nothing lost, nothing doubled: every answer received in full has its record, and the usage is
+    // exactly the sum of the records (one per generation id).
+    const store = await createPostgresStore(url, {})
+    onTestFinished(() => store.close())
+    const { data } = await store.generations.listByAccount(id, { limit: 10_000 })
+    const recorded = new Set(data.map((r) => r.generationId))
+    const full = outcomes.filter((o) => o.full)
+    for (const o of full) expect(recorded.has(o.id!), JSON.stringify(o)).toBe(true)
+    expect(data.length).toBeGreaterThanOrEqual(full.length)
+    expect((await store.ledger.credits(id, Date.now())).totalUsage).toBe(
+      data.reduce((x, r) => x + r.cost, 0n),
+    )
+  }, 60_000)
 })

@@ -8,7 +8,7 @@ import { migrations } from '../../../src/store/postgres-migrations.ts'
 import { createMemoryRateLimitStore, createMemoryStore } from '../../../src/store/memory.ts'
 import { createPostgresStore } from '../../../src/store/postgres.ts'
 import { redactUrl } from '../../../src/store/database-url.ts'
-import type { Store } from '../../../src/store/types.ts'
+import type { AdmitOutcome, Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 import { createTestDatabase, useTestDatabase } from '../../support/postgres.ts'
 
@@ -354,5 +354,407 @@ describe('postgres group commit', () => {
     expect(credits.filter((c) => c.totalCredits === 0n)).toHaveLength(10)
     expect(sum(trips, ['account_by_key', 'accounts_by_keys'])).toBe(1)
     expect(sum(trips, ['credits', 'credits_many'])).toBe(1)
+  })
+
+  it('settles all within their holds go as one statement and decide as memory does, repeats included', async () => {
+    const reference = createMemoryStore()
+    const { store, trips } = await counted()
+    const run = async (s: Store, id: string, concurrent: boolean) => {
+      await s.accounts.create(accountFixture(id), usd(1))
+      const holds = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => s.ledger.reserve(id, `g${i}`, usd('0.05'), 0, MINUTE)),
+      )
+      // Two settled before the batch: the batch repeats them (a retry), and they change nothing.
+      const settleOf = (i: number) => () =>
+        s.ledger.settle(
+          { id: `g${i}`, accountId: id },
+          generationFixture(`${id}-gen${i}`, id, { cost: usd(['0.01', '0.05', '0.002'][i % 3]!) }),
+          { held: holds[i]!.amount, now: 1 },
+        )
+      await settleOf(0)()
+      await settleOf(1)()
+      const calls = Array.from({ length: 12 }, (_, i) => settleOf(i))
+      const charged = concurrent
+        ? await Promise.all(calls.map((c) => c()))
+        : await calls.reduce<Promise<unknown[]>>(
+            async (acc, c) => [...(await acc), await c()],
+            Promise.resolve([]),
+          )
+      const records = await s.generations.listByAccount(id, { limit: 100 })
+      return {
+        charged: charged.map((r) => (r as { cost: bigint } | null)?.cost ?? null),
+        credits: await s.ledger.credits(id, 1),
+        records: records.data.map((r) => [r.generationId.slice(id.length), r.cost]).sort(),
+      }
+    }
+    const id = uid('acct')
+    const expected = await run(reference, id, false)
+    const before = trips.get('settle_many') ?? 0
+    const got = await run(store, id, true)
+    expect(got).toEqual(expected)
+    expect(got.charged.slice(0, 2)).toEqual([null, null])
+    expect(got.credits.reserved).toBe(0n)
+    expect((trips.get('settle_many') ?? 0) - before).toBe(1)
+  })
+
+  it('rate-limit corrections made at once are one statement, and leave the windows as memory does', async () => {
+    const { store, trips } = await counted()
+    const memory = createMemoryRateLimitStore()
+    const keys = [uid('tpm'), uid('tpm'), uid('tpm')]
+    const run = async (s: Store['rateLimits'], concurrent: boolean) => {
+      for (const key of keys) await s.consume([{ key, amount: 500, limit: 10_000 }], MINUTE, 1_000)
+      // Repeated keys, corrections below zero (clamped), and nows in the next window (rolled over).
+      const calls = Array.from(
+        { length: 24 },
+        (_, i) => () =>
+          s.adjust(keys[i % 3]!, [300, -900, 40, -20][i % 4]!, MINUTE, i < 16 ? 2_000 + i : MINUTE + i),
+      )
+      if (concurrent) await Promise.all(calls.map((c) => c()))
+      else for (const c of calls) await c()
+      const after = []
+      for (const key of keys)
+        after.push((await s.consume([{ key, amount: 0, limit: 10_000 }], MINUTE, MINUTE + 30_000)).decisions)
+      return after
+    }
+    const expected = await run(memory, false)
+    trips.clear()
+    expect(await run(store.rateLimits, true)).toEqual(expected)
+    expect(trips.get('adjust_many')).toBe(1)
+    expect(trips.get('adjust')).toBeUndefined()
+  })
+
+  it('admission of concurrent requests is one statement per step, as memory decides it', async () => {
+    const { store, trips } = await counted()
+    const reference = createMemoryStore()
+    const run = async (s: Store, concurrent: boolean) => {
+      const id = uid('acct')
+      await s.accounts.create(accountFixture(id), usd('0.5'))
+      const rpm = { key: uid('rpm'), amount: 1, limit: 30 }
+      const all = <T>(calls: (() => Promise<T>)[]): Promise<T[]> =>
+        concurrent
+          ? Promise.all(calls.map((c) => c()))
+          : calls.reduce<Promise<T[]>>(async (acc, c) => [...(await acc), await c()], Promise.resolve([]))
+      const before = await all(
+        Array.from({ length: 40 }, () => () => s.admission.beforeBody(id, [rpm], MINUTE, 5, true)),
+      )
+      const tpm = uid('tpm')
+      const held = await all(
+        Array.from(
+          { length: 40 },
+          (_, i) => () =>
+            s.admission.reserve(
+              [{ key: tpm, amount: 100, limit: 3_000 }],
+              MINUTE,
+              id,
+              `g${i}`,
+              usd('0.02'),
+              5,
+              MINUTE,
+            ),
+        ),
+      )
+      return {
+        before: before.map((b) => [b.allowed, b.hasCredits, b.decisions[0]!.remaining]),
+        held: held.map((h) => [h.allowed, h.reservation?.amount ?? null, h.decisions[0]!.remaining]),
+      }
+    }
+    const expected = await run(reference, false)
+    trips.clear()
+    const got = await run(store, true)
+    expect(got).toEqual(expected)
+    // 30 of 40 within the requests limit; 30 within the tokens limit, of which 25 find credits.
+    expect(got.before.filter(([allowed]) => allowed)).toHaveLength(30)
+    expect(got.held.filter(([, amount]) => amount !== null)).toHaveLength(25)
+    expect(trips.get('before_body_many')).toBe(1)
+    expect(trips.get('admit_many')).toBe(1)
+  })
+
+  it.each([
+    ['with rate checks', true],
+    ['without rate checks', false],
+  ])(
+    'keyed holds of concurrent requests are one statement, each key’s limit taken as memory takes it (%s)',
+    async (_, checked) => {
+      const { store, trips } = await counted()
+      const reference = createMemoryStore()
+      const T0 = 1_700_000_000_000
+      const run = async (s: Store, concurrent: boolean) => {
+        const id = uid('acct')
+        await s.accounts.create(accountFixture(id), usd('0.35'))
+        const limited = { hash: uid('k1'), limit: usd('0.1'), limitReset: 'daily' as const }
+        const total = { hash: uid('k2'), limit: usd('0.05'), limitReset: null }
+        const unlimited = { hash: uid('k3'), limit: null, limitReset: null }
+        // The limited key spent 0.03 already, and holds 0.02 for a request in flight.
+        await s.ledger.reserveForKey(id, 'pre', usd('0.05'), T0, MINUTE, limited)
+        await s.ledger.settle(
+          { id: 'pre', accountId: id },
+          generationFixture(uid('gen'), id, { cost: usd('0.03'), keyHash: limited.hash, createdAt: T0 }),
+          { held: usd('0.05'), now: T0 },
+        )
+        await s.ledger.reserveForKey(id, 'flight', usd('0.02'), T0, MINUTE, limited)
+        const keys = [limited, total, unlimited, undefined]
+        const calls = Array.from(
+          { length: 32 },
+          (_, i) => () =>
+            s.admission.reserve(
+              checked ? [{ key: `${id}-rpm`, amount: 1, limit: 1_000 }] : [],
+              MINUTE,
+              id,
+              `g${i}`,
+              usd(['0.015', '0.02', '0.03', '0.01'][i % 4]!),
+              T0 + 1,
+              MINUTE,
+              keys[i % 4],
+            ),
+        )
+        const held = concurrent
+          ? await Promise.all(calls.map((c) => c()))
+          : await calls.reduce<Promise<AdmitOutcome[]>>(
+              async (acc, c) => [...(await acc), await c()],
+              Promise.resolve([]),
+            )
+        const usage = await s.ledger.keyUsage(id, [limited.hash, total.hash, unlimited.hash], T0 + 1)
+        return {
+          held: held.map((h) => [h.allowed, h.reservation?.amount ?? null, h.keyLimited ?? null]),
+          credits: await s.ledger.credits(id, T0 + 1),
+          usage,
+        }
+      }
+      const expected = await run(reference, false)
+      const got = await run(store, true)
+      expect(got).toEqual(expected)
+      // The limited key: 0.1 − 0.03 spent − 0.02 held leaves 0.05 (0.015 × 3 and a last 0.005), then
+      // nothing; the other limited one 0.05 (0.02 × 2 and 0.01); the rest until the credits run out.
+      expect(got.usage[0]!.held).toBe(usd('0.07'))
+      expect(got.usage[1]!.held).toBe(usd('0.05'))
+      expect(got.held.filter(([, , limitedBy]) => limitedBy === true).length).toBeGreaterThan(0)
+      expect(got.held.filter(([, amount]) => amount === null).length).toBeGreaterThan(
+        got.held.filter(([, , limitedBy]) => limitedBy === true).length,
+      )
+      // The 32 holds in one statement (junction_reserve_many with the keys), none one by one.
+      expect(trips.get('admit_many')).toBe(1)
+      expect(trips.get('admit_one')).toBeUndefined()
+    },
+  )
+
+  it('settles in one batch charge each record’s key once, in the settle’s statement, as memory does', async () => {
+    const { store, trips } = await counted()
+    const reference = createMemoryStore()
+    const T0 = 1_700_000_000_000
+    const run = async (s: Store, concurrent: boolean) => {
+      const id = uid('acct')
+      await s.accounts.create(accountFixture(id), usd(1))
+      const keys = [uid('k1'), uid('k2')]
+      const holds = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          s.ledger.reserveForKey(id, `g${i}`, usd('0.05'), T0, MINUTE, {
+            hash: keys[i % 2]!,
+            limit: null,
+            limitReset: null,
+          }),
+        ),
+      )
+      // Within their holds but one (capped to its hold by the ceiling), every third naming no key (its hold's
+      // is taken), and generation ids 0 to 3 settled twice.
+      const calls = Array.from({ length: 16 }, (_, i) => () => {
+        const n = i < 12 ? i : i - 12
+        return s.ledger.settle(
+          { id: `g${n}`, accountId: id },
+          generationFixture(`${id}-gen${n}`, id, {
+            cost: usd(n === 5 ? '0.08' : '0.01'),
+            createdAt: T0,
+            ...(n % 3 ? { keyHash: keys[n % 2]! } : {}),
+          }),
+          { held: holds[n]!.reservation!.amount, now: T0 },
+        )
+      })
+      const charged = concurrent
+        ? await Promise.all(calls.map((c) => c()))
+        : await calls.reduce<Promise<unknown[]>>(
+            async (acc, c) => [...(await acc), await c()],
+            Promise.resolve([]),
+          )
+      const records = await s.generations.listByAccount(id, { limit: 100 })
+      return {
+        charged: charged.map((r) => (r as { cost: bigint } | null)?.cost ?? null),
+        usage: (await s.ledger.keyUsage(id, keys, T0)).map((u) => [u.total, u.daily, u.held]),
+        records: records.data
+          .map((r) => [
+            r.generationId.slice(id.length),
+            r.keyHash === keys[0] ? 0 : r.keyHash === keys[1] ? 1 : null,
+          ])
+          .sort(),
+      }
+    }
+    const expected = await run(reference, false)
+    const before = sum(trips, ['settle', 'settle_many'])
+    const got = await run(store, true)
+    expect(got).toEqual(expected)
+    expect(got.charged.slice(12)).toEqual([null, null, null, null])
+    expect(got.usage.map(([totalSpent]) => totalSpent)).toEqual([usd('0.06'), usd('0.1')])
+    expect(got.records.every(([, key]) => key !== null)).toBe(true)
+    expect(sum(trips, ['settle', 'settle_many']) - before).toBeLessThanOrEqual(2)
+  })
+
+  it('a key’s limit is not overdrawn by concurrent keyed holds spread over two stores', async () => {
+    const [a, b] = [await counted(), await counted()]
+    const id = uid('acct')
+    await a.store.accounts.create(accountFixture(id), usd(10))
+    const key = { hash: uid('key'), limit: usd('0.3'), limitReset: 'monthly' as const }
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        (i % 2 ? a : b).store.admission.reserve([], MINUTE, id, `r${i}`, usd('0.01'), 5, MINUTE, key),
+      ),
+    )
+    expect(results.filter((r) => r.reservation !== null)).toHaveLength(30)
+    expect(results.filter((r) => r.keyLimited === true)).toHaveLength(170)
+    expect((await a.store.ledger.keyUsage(id, [key.hash], 5))[0]!.held).toBe(usd('0.3'))
+  })
+})
+
+describe('postgres check before the body', () => {
+  it('an account seen with credits is not asked again at once; what this instance sees emptying it is', async () => {
+    let trips = 0
+    // (Known for a minute here, so that no slowness of the machine makes it ask again.)
+    const a = await createPostgresStore((await database()).url, {
+      onRoundTrip: () => trips++,
+      creditsKnownMs: MINUTE,
+    })
+    onTestFinished(() => a.close())
+    const b = await open()
+    const id = uid('acct')
+    await a.accounts.create(accountFixture(id), usd(1))
+    expect((await a.admission.beforeBody(id, [], MINUTE, 0, true)).hasCredits).toBe(true)
+    const before = trips
+    expect((await a.admission.beforeBody(id, [], MINUTE, 1, true)).hasCredits).toBe(true)
+    expect(trips).toBe(before)
+
+    // Another instance holds everything: this one may still let a body in for a moment, and then the
+    // hold refuses it, exactly.
+    expect(await b.ledger.reserve(id, 'all', usd(1), 1, MINUTE)).not.toBeNull()
+    const refused = await a.admission.reserve([], MINUTE, id, 'late', usd('0.1'), 2, MINUTE)
+    expect(refused.reservation).toBeNull()
+    // The refusal is seen here: the next check asks the database, and finds nothing left.
+    expect((await a.admission.beforeBody(id, [], MINUTE, 3, true)).hasCredits).toBe(false)
+    expect(trips).toBe(before + 2)
+    // With rate checks the database is always asked (the limits are counted there).
+    await b.ledger.release({ id: 'all', accountId: id })
+    const limited = await a.admission.beforeBody(
+      id,
+      [{ key: uid('rpm'), amount: 1, limit: 5 }],
+      MINUTE,
+      4,
+      true,
+    )
+    expect(limited).toMatchObject({ allowed: true, hasCredits: true })
+    expect(trips).toBe(before + 3)
+  })
+})
+
+describe('postgres key lookups', () => {
+  /** A store counting its statements, and the notifications it heard (the first: it listens). */
+  async function listening() {
+    let trips = 0
+    let heard: () => void = () => {}
+    let next = new Promise<void>((resolve) => (heard = resolve))
+    const store = await createPostgresStore((await database()).url, {
+      onRoundTrip: () => trips++,
+      onAccountsChanged: () => {
+        heard()
+        next = new Promise<void>((resolve) => (heard = resolve))
+      },
+    })
+    onTestFinished(() => store.close())
+    await next
+    return { store, trips: () => trips, changed: () => next }
+  }
+
+  it('are answered from memory, and a key revoked or an account changed by another instance is seen at once', async () => {
+    const a = await listening()
+    const b = await listening()
+    const id = uid('acct')
+    await b.store.accounts.create(accountFixture(id), usd(1))
+    const key = { id: uid('key'), accountId: id, hash: uid('hash'), prefix: 'sk-x', createdAt: 1 }
+    // (Adding a key notifies too: an upsert fires the update trigger.)
+    const added = a.changed()
+    await b.store.accounts.addKey(key)
+    await added
+    const first = await a.store.accounts.findByKeyHash(key.hash)
+    expect(first?.id).toBe(id)
+    const before = a.trips()
+    expect(await a.store.accounts.findByKeyHash(key.hash)).toEqual(first)
+    expect(a.trips()).toBe(before)
+
+    // Another instance changes the account's limits, then revokes the key: this one is told each time.
+    const told = a.changed()
+    await b.store.accounts.update(id, { rateLimits: { requestsPerMinute: 7 } })
+    await told
+    expect((await a.store.accounts.findByKeyHash(key.hash))?.rateLimits).toEqual({ requestsPerMinute: 7 })
+    // And the key's own settings (its limit, disabled): the cached lookup carries the key too.
+    expect((await a.store.accounts.findKey(key.hash))?.key.disabled).toBeUndefined()
+    const keyChanged = a.changed()
+    await b.store.accounts.updateKey(id, key.hash, { disabled: true, limit: usd(2) })
+    await keyChanged
+    expect((await a.store.accounts.findKey(key.hash))?.key).toMatchObject({ disabled: true, limit: usd(2) })
+    const revoked = a.changed()
+    expect(await b.store.accounts.removeKey(id, key.id)).toBe(true)
+    await revoked
+    expect(await a.store.accounts.findByKeyHash(key.hash)).toBeNull()
+  })
+
+  it('an instance’s own change is seen by its next lookup, before any notification', async () => {
+    const a = await listening()
+    const id = uid('acct')
+    await a.store.accounts.create(accountFixture(id), usd(1))
+    const key = { id: uid('key'), accountId: id, hash: uid('hash'), prefix: 'sk-x', createdAt: 1 }
+    await a.store.accounts.addKey(key)
+    expect((await a.store.accounts.findByKeyHash(key.hash))?.id).toBe(id)
+    await a.store.accounts.updateKey(id, key.hash, { allowedModels: ['openai/*'] })
+    expect((await a.store.accounts.findKey(key.hash))?.key.allowedModels).toEqual(['openai/*'])
+    await a.store.accounts.update(id, { notices: { url: null, balanceLow: usd(1) } })
+    expect((await a.store.accounts.findKey(key.hash))?.account.notices).toEqual({
+      url: null,
+      balanceLow: usd(1),
+    })
+    await a.store.accounts.removeKey(id, key.id)
+    expect(await a.store.accounts.findByKeyHash(key.hash)).toBeNull()
+  })
+})
+
+describe('postgres holds total', () => {
+  it('follows renewals, releases, a hold taken again under its id, and the sweep', async () => {
+    const store = await open()
+    const id = uid('acct')
+    await store.accounts.create(accountFixture(id), usd(1))
+    await store.ledger.reserve(id, 'a', usd('0.1'), 0, MINUTE)
+    await store.ledger.reserve(id, 'b', usd('0.2'), 0, 10)
+    await store.ledger.reserve(id, 'c', usd('0.3'), 0, MINUTE)
+    // The same id again replaces its hold.
+    await store.ledger.reserve(id, 'c', usd('0.05'), 1, MINUTE)
+    expect(await store.ledger.renew({ id, accountId: id }, 5, MINUTE)).toBe(false)
+    expect(await store.ledger.renew({ id: 'a', accountId: id }, 5, 2 * MINUTE)).toBe(true)
+    await store.ledger.release({ id: 'a', accountId: id })
+    // b expired at 10: not counted, then swept.
+    expect((await store.ledger.credits(id, 20)).reserved).toBe(usd('0.05'))
+    await store.sweep(20)
+    expect((await store.ledger.credits(id, 0)).reserved).toBe(usd('0.05'))
+  })
+
+  it('every ledger row’s total of holds equals the sum of its reservations, after every test above', async () => {
+    // The tests of this file ran reserves (batched, repeated ids, expiring), renewals, releases, sweeps
+    // and settles (batched, one by one, past their holds, repeated) on this database: the triggers
+    // kept each total exact.
+    const client = new pg.Client((await database()).url)
+    await client.connect()
+    onTestFinished(() => client.end())
+    const { rows } = await client.query<{ accounts: number; wrong: number; held: string }>(
+      `SELECT count(*)::int AS accounts, coalesce(sum(l.held), 0)::text AS held,
+         count(*) FILTER (WHERE l.held <> (SELECT coalesce(sum(r.amount), 0) FROM reservations r
+           WHERE r.account_id = l.account_id))::int AS wrong
+       FROM ledger l`,
+    )
+    expect(rows[0]!.accounts).toBeGreaterThan(10)
+    expect(BigInt(rows[0]!.held)).toBeGreaterThan(0n)
+    expect(rows[0]!.wrong).toBe(0)
   })
 })
