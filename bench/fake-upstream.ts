@@ -4,7 +4,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 // it) so it never shares an event loop with what is measured. Every answer is precomputed.
 //
 //   POST /v1/chat/completions            → a fixed chat.completion with usage
-//   ... with "stream": true              → 100 chunk events (+ usage chunk if asked) + [DONE], at once
+//   ... with "stream": true              → 100 chunk events (+ usage chunk if asked, and usage: null on the
+//                                          others, as OpenAI) + [DONE], at once
 //   ... held (header x-bench-hold: 1, or → headers + first chunk, then a chunk every 5 s until the
 //       a user message "x-bench-hold")     client goes away (the gateway forwards bodies, not headers)
 
@@ -42,14 +43,16 @@ function chunkEvent(choices: unknown[], usage?: unknown): string {
   return `data: ${JSON.stringify(chunk)}\n\n`
 }
 
-function contentEvent(i: number): string {
+/** With include_usage, OpenAI sends `"usage": null` on every chunk before the usage chunk. */
+function contentEvent(i: number, usage?: null): string {
   if (i === 0)
-    return chunkEvent([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }])
-  if (i === STREAM_CHUNKS - 1) return chunkEvent([{ index: 0, delta: {}, finish_reason: 'stop' }])
-  return chunkEvent([{ index: 0, delta: { content: ` token${i}` }, finish_reason: null }])
+    return chunkEvent([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }], usage)
+  if (i === STREAM_CHUNKS - 1) return chunkEvent([{ index: 0, delta: {}, finish_reason: 'stop' }], usage)
+  return chunkEvent([{ index: 0, delta: { content: ` token${i}` }, finish_reason: null }], usage)
 }
 
 const contentEvents = Array.from({ length: STREAM_CHUNKS }, (_, i) => contentEvent(i))
+const contentEventsWithUsage = Array.from({ length: STREAM_CHUNKS }, (_, i) => contentEvent(i, null))
 const usageEvent = chunkEvent([], {
   prompt_tokens: 8,
   completion_tokens: STREAM_CHUNKS - 2,
@@ -84,7 +87,7 @@ function sendCompletion(res: ServerResponse): void {
 function sendStream(res: ServerResponse, includeUsage: boolean): void {
   startEventStream(res)
   // The first write sends the headers and the first event together; the rest follow at once.
-  for (const event of contentEvents) res.write(event)
+  for (const event of includeUsage ? contentEventsWithUsage : contentEvents) res.write(event)
   if (includeUsage) res.write(usageEvent)
   res.end(doneEvent)
 }

@@ -227,8 +227,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     const r = facts.record ?? undefined
     const route = request.routeOptions.url ?? 'unmatched'
     const status = facts.aborted ? 499 : reply.statusCode
-    deps.metrics.requests.inc({ route, model: r?.model ?? '', provider: r?.provider ?? '', status })
-    deps.metrics.duration.observe({ route }, reply.elapsedTime / 1000)
+    deps.metrics.requests.add(1, route, r?.model ?? '', r?.provider ?? '', status)
+    deps.metrics.duration.observeAt(reply.elapsedTime / 1000, route)
     request.log.info(
       {
         method: request.method,

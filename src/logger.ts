@@ -20,6 +20,25 @@ export const redactPaths = [
   'config.providers.*.apiKey',
 ]
 
+/**
+ * pino's `isoTime` (`,"time":"<ISO 8601>"`), without a Date and its formatting per line: the text up to
+ * the second is kept until the second changes, and only the milliseconds are written each time.
+ * The same text as `new Date(now).toISOString()` for the years 1970 to 9999.
+ */
+export function createIsoTime(now: () => number = Date.now): () => string {
+  let second = Number.NaN
+  let prefix = ''
+  return () => {
+    const t = now()
+    const ms = t % 1000
+    if (t - ms !== second) {
+      second = t - ms
+      prefix = `,"time":"${new Date(second).toISOString().slice(0, 20)}`
+    }
+    return `${prefix}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`
+  }
+}
+
 /** Lines are written to stdout once this many bytes are held, or every FLUSH_MS (the lines of a busy moment in one write). */
 const MIN_WRITE_BYTES = 8 * 1024
 /** The longest a line waits for its write. */
@@ -37,7 +56,7 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream)
     {
       level,
       base: { service: 'junction' },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: createIsoTime(),
       redact: { paths: redactPaths, censor: '[redacted]' },
     },
     destination ??

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Aggregator } from 'prom-client'
 
 // What an operator graphs and alerts on, in the Prometheus text format (GET /metrics, behind the
 // admin key). prom-client keeps the numbers in memory per process: each instance is scraped on its own.
@@ -6,16 +6,16 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 export interface Metrics {
   registry: Registry
   /** Every HTTP answer: route (the pattern, never the raw URL), model, provider, status. */
-  requests: Counter<'route' | 'model' | 'provider' | 'status'>
+  requests: TallyCounter<'route' | 'model' | 'provider' | 'status'>
   /** Request received → answer ended, seconds. */
-  duration: Histogram<'route'>
+  duration: TallyHistogram<'route'>
   /** Request received → first byte of the upstream's answer, seconds. */
-  ttfb: Histogram<'model' | 'provider'>
+  ttfb: TallyHistogram<'model' | 'provider'>
   /** Upstream calls that failed, by provider and the error code they mapped to. */
   upstreamErrors: Counter<'provider' | 'code'>
-  tokens: Counter<'model' | 'kind'>
+  tokens: TallyCounter<'model' | 'kind'>
   /** Cost charged (after discount), USD. */
-  cost: Counter<'model'>
+  cost: TallyCounter<'model'>
   openStreams: Gauge
   /** Credits this instance's running requests hold, USD. */
   reserved: Gauge
@@ -38,6 +38,164 @@ export interface MeteringCounts {
 
 export interface MetricSources {
   metering?: MeteringCounts
+}
+
+type Label = string | number
+
+/**
+ * Labelled series found by their label values, one Map level per label (at most four): a call finds its
+ * series without building a key string or a labels object, where prom-client hashes a labels object
+ * and checks its names on every call. The labels object is made once, for the scrape.
+ */
+class SeriesTree<C> {
+  private readonly root = new Map<Label, unknown>()
+  private readonly names: readonly string[]
+  private readonly create: () => C
+  readonly series: { labels: Record<string, Label>; cell: C }[] = []
+
+  constructor(names: readonly string[], create: () => C) {
+    this.names = names
+    this.create = create
+    if (names.length < 1 || names.length > 4) throw new Error('a tallied series has 1 to 4 labels')
+  }
+
+  at(a: Label, b: Label = '', c: Label = '', d: Label = ''): C {
+    const depth = this.names.length
+    let map = this.root
+    for (let i = 0; i < depth - 1; i++) {
+      const value = i === 0 ? a : i === 1 ? b : c
+      let next = map.get(value) as Map<Label, unknown> | undefined
+      if (next === undefined) {
+        next = new Map()
+        map.set(value, next)
+      }
+      map = next
+    }
+    const last = depth === 1 ? a : depth === 2 ? b : depth === 3 ? c : d
+    let cell = map.get(last) as C | undefined
+    if (cell === undefined) {
+      cell = this.create()
+      map.set(last, cell)
+      const values = [a, b, c, d]
+      const labels: Record<string, Label> = {}
+      this.names.forEach((name, i) => (labels[name] = values[i]!))
+      this.series.push({ labels, cell })
+    }
+    return cell
+  }
+}
+
+type HistogramValues<L extends string> = Awaited<ReturnType<Histogram<L>['get']>>
+
+interface TallyConfig<L extends string> {
+  name: string
+  help: string
+  labelNames: readonly L[]
+  registers: Registry[]
+}
+
+/**
+ * A counter whose series the request path counts in plain numbers (`add`, label values in the order
+ * of `labelNames`); they are written into prom-client's counter at every scrape. Counted only by `add`:
+ * the scrape replaces what `inc` would have added.
+ */
+export class TallyCounter<L extends string> extends Counter<L> {
+  private readonly tally: SeriesTree<{ value: number }>
+
+  constructor(config: TallyConfig<L>) {
+    super({
+      ...config,
+      collect() {
+        const self = this as TallyCounter<L>
+        self.reset()
+        for (const { labels, cell } of self.tally.series)
+          self.inc(labels as Partial<Record<L, Label>>, cell.value)
+      },
+    })
+    this.tally = new SeriesTree(config.labelNames, () => ({ value: 0 }))
+  }
+
+  add(by: number, a: Label, b?: Label, c?: Label, d?: Label): void {
+    if (!Number.isFinite(by) || by < 0) throw new TypeError(`a counter only grows (got ${by})`)
+    this.tally.at(a, b, c, d).value += by
+  }
+}
+
+/**
+ * A histogram whose series the request path counts in plain numbers (`observeAt`, label values in the
+ * order of `labelNames`), read at every scrape in the form prom-client's own histogram gives (cumulative
+ * buckets `le` first, then `+Inf`, `_sum` and `_count`). Observed only through `observeAt`.
+ */
+export class TallyHistogram<L extends string> extends Histogram<L> {
+  private readonly bounds: readonly number[]
+  private readonly tally: SeriesTree<{ buckets: number[]; sum: number; count: number }>
+
+  constructor(config: TallyConfig<L> & { buckets: readonly number[] }) {
+    super({ ...config, buckets: [...config.buckets] })
+    const bounds = [...config.buckets].sort((x, y) => x - y)
+    this.bounds = bounds
+    this.tally = new SeriesTree(config.labelNames, () => ({
+      buckets: bounds.map(() => 0),
+      sum: 0,
+      count: 0,
+    }))
+  }
+
+  observeAt(value: number, a: Label, b?: Label, c?: Label, d?: Label): void {
+    if (!Number.isFinite(value)) throw new TypeError(`not a finite number: ${value}`)
+    const cell = this.tally.at(a, b, c, d)
+    const bounds = this.bounds
+    for (let i = 0; i < bounds.length; i++) {
+      if (value <= bounds[i]!) {
+        cell.buckets[i]!++
+        break
+      }
+    }
+    cell.sum += value
+    cell.count++
+  }
+
+  override get(): Promise<HistogramValues<L>> {
+    const self = this as unknown as { name: string; help: string; aggregator: Aggregator }
+    const values: {
+      labels: Record<string, Label>
+      value: number
+      metricName: string
+      exemplar?: null
+    }[] = []
+    for (const { labels, cell } of this.tally.series) {
+      let cumulative = 0
+      this.bounds.forEach((le, i) => {
+        cumulative += cell.buckets[i]!
+        values.push({
+          labels: { le, ...labels },
+          value: cumulative,
+          metricName: `${self.name}_bucket`,
+          exemplar: null,
+        })
+      })
+      values.push({
+        labels: { le: '+Inf', ...labels },
+        value: cell.count,
+        metricName: `${self.name}_bucket`,
+        exemplar: null,
+      })
+      values.push({ labels: { ...labels }, value: cell.sum, metricName: `${self.name}_sum` })
+      values.push({ labels: { ...labels }, value: cell.count, metricName: `${self.name}_count` })
+    }
+    return Promise.resolve({
+      name: self.name,
+      help: self.help,
+      type: 'histogram',
+      aggregator: self.aggregator,
+      values,
+    } as unknown as HistogramValues<L>)
+  }
+
+  /** The registry's text output reads this when present: the same values. */
+  getForPromString(): Promise<HistogramValues<L>> {
+    return this.get()
+  }
 }
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
@@ -82,20 +240,20 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
   }
   return {
     registry,
-    requests: new Counter({
+    requests: new TallyCounter({
       name: 'junction_requests_total',
       help: 'HTTP requests answered, by route pattern, model, provider and status',
       labelNames: ['route', 'model', 'provider', 'status'],
       registers,
     }),
-    duration: new Histogram({
+    duration: new TallyHistogram({
       name: 'junction_request_duration_seconds',
       help: 'Time from request to the end of its answer',
       labelNames: ['route'],
       buckets: SECONDS,
       registers,
     }),
-    ttfb: new Histogram({
+    ttfb: new TallyHistogram({
       name: 'junction_time_to_first_byte_seconds',
       help: "Time from request to the first byte of the upstream's answer",
       labelNames: ['model', 'provider'],
@@ -108,13 +266,13 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
       labelNames: ['provider', 'code'],
       registers,
     }),
-    tokens: new Counter({
+    tokens: new TallyCounter({
       name: 'junction_tokens_total',
       help: 'Tokens billed, by model and kind (prompt, completion)',
       labelNames: ['model', 'kind'],
       registers,
     }),
-    cost: new Counter({
+    cost: new TallyCounter({
       name: 'junction_cost_usd_total',
       help: 'Cost charged to accounts after discount, USD, by model',
       labelNames: ['model'],

@@ -49,8 +49,14 @@ function numberToPlain(n: number): string {
   return n.toFixed(20).replace(/\.?0+$/, '')
 }
 
+const EXACT_IN_A_DOUBLE = BigInt(Number.MAX_SAFE_INTEGER)
+
 /** Picodollars → USD number, for JSON answers only. */
 export function toUsd(m: Money): number {
+  // Up to 2^53 picodollars (about 9 007 USD) the amount and 10^12 are both exact doubles, and a
+  // division rounds their exact quotient correctly: the same double as the decimal text below parses
+  // to, without a BigInt division and a string per call (this runs for every request's log line).
+  if (m <= EXACT_IN_A_DOUBLE && m >= -EXACT_IN_A_DOUBLE) return Number(m) / 1e12
   const negative = m < 0n
   const abs = negative ? -m : m
   const whole = abs / PICO_PER_USD

@@ -112,9 +112,9 @@ export async function closeGeneration(
   const record = settled ?? c.record
   const m = deps.metrics
   if (m) {
-    m.tokens.inc({ model: record.model, kind: 'prompt' }, record.usage.prompt_tokens)
-    m.tokens.inc({ model: record.model, kind: 'completion' }, record.usage.completion_tokens)
-    m.cost.inc({ model: record.model }, toUsd(record.cost))
+    m.tokens.add(record.usage.prompt_tokens, record.model, 'prompt')
+    m.tokens.add(record.usage.completion_tokens, record.model, 'completion')
+    m.cost.add(toUsd(record.cost), record.model)
   }
   return { record, charged: settled !== null }
 }
@@ -321,5 +321,5 @@ function observe(metrics: Metrics | undefined, held: number, r: GenerationRecord
   metrics.reserved.dec(held)
   // Tokens and cost are counted where the charge is made (closeGeneration).
   if (!r) return
-  metrics.ttfb.observe({ model: r.model, provider: r.provider }, r.latencyMs / 1000)
+  metrics.ttfb.observeAt(r.latencyMs / 1000, r.model, r.provider)
 }

@@ -498,8 +498,139 @@ export function checkChatSizes(body: Record<string, unknown>): void {
 }
 
 export function parseChatRequest(body: unknown): ChatRequest {
-  if (isPlainObject(body)) checkChatSizes(body)
+  if (isPlainObject(body)) {
+    checkChatSizes(body)
+    const fast = fastChatRequest(body)
+    if (fast !== undefined) return fast
+  }
   return parseRequestBody(chatRequestSchema, body)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast path: the common request checked by hand (a zod parse of it cost several µs per request).
+// zod stays the source of truth: the fast path answers only for requests it is sure zod accepts, with
+// the value zod would give (the same keys in the same order: the schemas' own, then the others as
+// they came), and leaves everything else to zod, which then also words every error. A field, role or
+// content part it does not check sends the request to zod. test/unit/schemas/chat-fast.test.ts
+// compares both on many requests.
+
+/** The request's fields, in the order zod outputs them. */
+const REQUEST_KEYS = Object.keys(chatRequestSchema.shape)
+const REQUEST_KNOWN = new Set(REQUEST_KEYS)
+/** The fields a request must have (model, messages): those whose schema refuses undefined. */
+const REQUEST_REQUIRED = new Set(
+  REQUEST_KEYS.filter(
+    (key) =>
+      !chatRequestSchema.shape[key as keyof typeof chatRequestSchema.shape].safeParse(undefined).success,
+  ),
+)
+const INSTRUCTION_KEYS = Object.keys(instructionMessageSchema.shape)
+const ASSISTANT_KEYS = Object.keys(assistantMessageSchema.shape)
+const INSTRUCTION_KNOWN = new Set(INSTRUCTION_KEYS)
+const ASSISTANT_KNOWN = new Set(ASSISTANT_KEYS)
+const STREAM_OPTION_KEYS = Object.keys(streamOptionsSchema.shape)
+const MODEL_SLUG = /^[^/\s]+(\/\S+)?$/
+
+const isNumberIn = (v: unknown, min: number, max: number): boolean =>
+  typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max
+const optional =
+  (check: (v: unknown) => boolean) =>
+  (v: unknown): boolean =>
+    v === undefined || check(v)
+
+/** The checks of the fields the fast path knows; a known field without one sends the request to zod. */
+const FAST_FIELDS: Record<string, (v: unknown) => boolean> = {
+  model: (v) => typeof v === 'string' && v.length <= 256 && MODEL_SLUG.test(v),
+  // Checked (and copied) by fastMessages.
+  messages: () => true,
+  max_completion_tokens: optional((v) => v === null || (Number.isSafeInteger(v) && (v as number) > 0)),
+  max_tokens: optional((v) => v === null || (Number.isSafeInteger(v) && (v as number) > 0)),
+  temperature: optional((v) => isNumberIn(v, 0, 2)),
+  top_p: optional((v) => isNumberIn(v, 0, 1)),
+  n: optional((v) => v === 1),
+  frequency_penalty: optional((v) => isNumberIn(v, -2, 2)),
+  presence_penalty: optional((v) => isNumberIn(v, -2, 2)),
+  seed: optional((v) => v === null || Number.isSafeInteger(v)),
+  parallel_tool_calls: optional((v) => typeof v === 'boolean'),
+  stream: optional((v) => v === null || typeof v === 'boolean'),
+  // Checked (and copied) below.
+  stream_options: () => true,
+}
+
+/** Content zod keeps as it came (pickedUnion): a string, or text parts. */
+function isFastContent(content: unknown): boolean {
+  if (typeof content === 'string') return true
+  if (!Array.isArray(content) || content.length === 0) return false
+  for (const part of content) {
+    if (!isPlainObject(part) || part.type !== 'text' || typeof part.text !== 'string') return false
+  }
+  return true
+}
+
+/** A message as zod outputs it, or undefined when the fast path does not check its shape. */
+function fastMessage(m: unknown): Record<string, unknown> | undefined {
+  if (!isPlainObject(m) || Object.hasOwn(m, '__proto__')) return undefined
+  const role = m.role
+  const instruction = role === 'user' || role === 'system' || role === 'developer'
+  if (!instruction && role !== 'assistant') return undefined
+  // An assistant message takes the same path only with content (its tool calls go to zod).
+  if (!isFastContent(m.content)) return undefined
+  if (m.name !== undefined && typeof m.name !== 'string') return undefined
+  const keys = instruction ? INSTRUCTION_KEYS : ASSISTANT_KEYS
+  const known = instruction ? INSTRUCTION_KNOWN : ASSISTANT_KNOWN
+  const out: Record<string, unknown> = {}
+  for (const key of keys) {
+    const v = m[key]
+    if (v === undefined) continue
+    if (key !== 'role' && key !== 'content' && key !== 'name') return undefined
+    out[key] = v
+  }
+  for (const key in m) if (!known.has(key)) out[key] = m[key]
+  return out
+}
+
+/**
+ * The request as zod outputs it, when every field is one the fast path checks and passes; otherwise
+ * undefined (zod then decides, and words the error).
+ */
+export function fastChatRequest(body: Record<string, unknown>): ChatRequest | undefined {
+  if (Object.hasOwn(body, '__proto__')) return undefined
+  const messages = body.messages
+  if (!Array.isArray(messages) || messages.length === 0) return undefined
+  const out: Record<string, unknown> = {}
+  for (const key of REQUEST_KEYS) {
+    const v = body[key]
+    if (v === undefined) {
+      if (REQUEST_REQUIRED.has(key)) return undefined
+      continue
+    }
+    const check = FAST_FIELDS[key]
+    if (check === undefined || !check(v)) return undefined
+    out[key] = v
+  }
+  const copied: Record<string, unknown>[] = new Array(messages.length)
+  for (let i = 0; i < messages.length; i++) {
+    const m = fastMessage(messages[i])
+    if (m === undefined) return undefined
+    copied[i] = m
+  }
+  out.messages = copied
+  const so = body.stream_options
+  if (so !== undefined && so !== null) {
+    // Allowed with stream: true only; zod words the error otherwise.
+    if (body.stream !== true || !isPlainObject(so)) return undefined
+    const options: Record<string, unknown> = {}
+    for (const key in so) if (!STREAM_OPTION_KEYS.includes(key)) return undefined
+    for (const key of STREAM_OPTION_KEYS) {
+      const v = so[key]
+      if (v === undefined) continue
+      if (typeof v !== 'boolean') return undefined
+      options[key] = v
+    }
+    out.stream_options = options
+  }
+  for (const key in body) if (!REQUEST_KNOWN.has(key)) out[key] = body[key]
+  return out as ChatRequest
 }
 
 // ---------------------------------------------------------------------------------------------

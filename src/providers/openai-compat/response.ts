@@ -43,19 +43,22 @@ export function fromOpenAICompletion(c: OpenAICompletion, now: number): ChatComp
   } as ChatCompletion
 }
 
+/**
+ * A stream chunk in Junction's shape, changed in place: the chunk was parsed from its event's data
+ * and nothing else holds it, and a stream has hundreds of them (a copy of each, its choices and their
+ * deltas was most of a stream's garbage). Assigning a key keeps it where the upstream put it and
+ * appends a missing one, as the spread copy did, so the chunk serialises to the same text.
+ */
 export function fromOpenAIChunk(c: OpenAIChunk, now: number): ChatChunk {
-  return {
-    ...c,
-    id: typeof c.id === 'string' ? c.id : '',
-    object: 'chat.completion.chunk',
-    created: typeof c.created === 'number' ? c.created : Math.floor(now / 1000),
-    model: typeof c.model === 'string' ? c.model : '',
-    choices: c.choices.map((ch) => ({
-      ...ch,
-      delta: liftReasoning(ch.delta ?? {}),
-      finish_reason: toFinishReason(ch.finish_reason),
-    })),
-  } as ChatChunk
+  c.id = typeof c.id === 'string' ? c.id : ''
+  c.object = 'chat.completion.chunk'
+  c.created = typeof c.created === 'number' ? c.created : Math.floor(now / 1000)
+  c.model = typeof c.model === 'string' ? c.model : ''
+  for (const ch of c.choices) {
+    ch.delta = liftReasoning(ch.delta ?? {})
+    ch.finish_reason = toFinishReason(ch.finish_reason)
+  }
+  return c as unknown as ChatChunk
 }
 
 export function fromOpenAIEmbeddings(

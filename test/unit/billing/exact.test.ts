@@ -178,6 +178,29 @@ describe('money at its edges', () => {
     expect(toUsd(12_345_678_901_234n)).toBe(12.345678901234)
   })
 
+  it('formats every amount as the number its decimal text is, on both sides of 2^53 picodollars', () => {
+    // The reference: the decimal text of the amount, parsed by Number (correctly rounded).
+    const reference = (m: bigint): number => {
+      const abs = m < 0n ? -m : m
+      const n = Number(
+        `${abs / 1_000_000_000_000n}.${(abs % 1_000_000_000_000n).toString().padStart(12, '0')}`,
+      )
+      return m < 0n ? -n : n
+    }
+    const limit = BigInt(Number.MAX_SAFE_INTEGER)
+    const amounts: bigint[] = [limit - 1n, limit, limit + 1n, limit + 2n, 10n ** 30n + 7n]
+    let x = 12_345n
+    for (let i = 0; i < 5_000; i++) {
+      x = (x * 6_364_136_223_846_793_005n + 1_442_695_040_888_963_407n) % 2n ** 64n
+      // Amounts of every size from 1 picodollar to about 10^7 USD.
+      amounts.push(x % 10n ** BigInt(1 + (i % 19)))
+    }
+    for (const m of amounts) {
+      expect(toUsd(m), String(m)).toBe(reference(m))
+      expect(toUsd(-m), String(-m)).toBe(reference(-m))
+    }
+  })
+
   it('rounds a float amount to the picodollar, half away from zero', () => {
     expect(usdRounded(0.1 + 0.2)).toBe(300_000_000_000n)
     expect(usdRounded(2.9999999999999996)).toBe(3_000_000_000_000n)

@@ -191,6 +191,31 @@ describe('responses', () => {
     expect(fromOpenAIChunk(chunkOf({ created: 'x', choices: [] }), 9000).created).toBe(9)
   })
 
+  it('serialises a translated chunk as a copy with the same fields would, keys where the upstream put them', () => {
+    // The chunk is changed in place (no copy per chunk): what leaves must be what a copy gave.
+    const copyOf = (c: Record<string, unknown>, now: number): unknown => ({
+      ...c,
+      id: typeof c.id === 'string' ? c.id : '',
+      object: 'chat.completion.chunk',
+      created: typeof c.created === 'number' ? c.created : Math.floor(now / 1000),
+      model: typeof c.model === 'string' ? c.model : '',
+      choices: (c.choices as Record<string, unknown>[]).map((ch) => ({
+        ...ch,
+        delta: ch.delta ?? {},
+        finish_reason: toFinishReason(ch.finish_reason as string | null | undefined),
+      })),
+    })
+    const events = [
+      ...sseEvents('text.sse'),
+      { choices: [{ index: 0, finish_reason: 'eos' }], x_vendor: { a: 1 } },
+      { model: 7, choices: [{ index: 0, delta: { content: 'a' }, logprobs: null }], usage: null },
+    ]
+    for (const event of events) {
+      const expected = JSON.stringify(copyOf(structuredClone(event) as Record<string, unknown>, 9000))
+      expect(JSON.stringify(fromOpenAIChunk(chunkOf(event), 9000))).toBe(expected)
+    }
+  })
+
   it('maps unknown finish reasons to stop and keeps the known ones', () => {
     expect(toFinishReason('eos')).toBe('stop')
     expect(toFinishReason('length')).toBe('length')
