@@ -153,7 +153,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     deps.lifecycle.inFlight++
     reply.raw.once('close', decrementInFlight)
     reply.raw.once('close', () => {
-      if (reply.raw.writableFinished) return
+      // Ended by us is not aborted, even when the client closed before the last write's callback (a
+      // download read whole can close its side first, and 'finish' then never comes).
+      if (reply.raw.writableFinished || reply.raw.writableEnded) return
       // The client went before the answer's end. A stream's generator settles the generation in its
       // `finally` before the body stream closes; a route still running is logged when it sends.
       request.junction.aborted = true

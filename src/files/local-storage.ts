@@ -76,8 +76,10 @@ export function createLocalFileStorage(dir: string, options: LocalFileStorageOpt
       })
       try {
         const { size } = await handle.stat()
-        const part = range?.(size)
-        return { stream: handle.createReadStream(part ?? {}), bytes: size }
+        // A whole object is read up to its known last byte, not until a read finds the end: the stream
+        // then ends as soon as its last bytes are written, before a client that read them all may close.
+        const part = range?.(size) ?? (size > 0 ? { start: 0, end: size - 1 } : {})
+        return { stream: handle.createReadStream(part), bytes: size }
       } catch (err) {
         await handle.close()
         throw err
