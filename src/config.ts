@@ -10,7 +10,7 @@ import { compilePrice, type PriceTable } from './billing/prices.ts'
 import { buildModelTable, ModelNameConflict } from './routing/model-table.ts'
 import type { CorsConfig } from './http/cors.ts'
 import { checkModelPrices } from './routing/price-check.ts'
-import { isWebhookSecret } from './tasks/webhook-signing.ts'
+import { isWebhookSecret } from './predictions/webhook-signing.ts'
 import { toPpm, usd, usdRounded, type Money } from './billing/money.ts'
 import type { RateLimits } from './store/types.ts'
 
@@ -54,7 +54,7 @@ export interface ModelConfig {
   deployments: DeploymentConfig[]
 }
 
-/** Asynchronous predictions (tasks/): how tasks run, where their outputs live, how webhooks go out. */
+/** Asynchronous predictions (predictions/): how tasks run, where their outputs live, how webhooks go out. */
 export interface PredictionsConfig {
   /** A task still processing this long after creation fails with `timeout`. */
   maxTaskMs: number

@@ -11,7 +11,7 @@ import { fromPpm, toPpm, toUsd, usd, usdRounded } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
 import type { Account } from '../store/types.ts'
-import { isWebhookSecret } from '../tasks/webhook-signing.ts'
+import { isWebhookSecret } from '../predictions/webhook-signing.ts'
 
 // The operator's API: accounts, keys, credits, discounts, rate limits and generations, changed
 // while the gateway runs. Protected by GATEWAY_ADMIN_KEY and absent when that is unset.

@@ -5,7 +5,7 @@ import { GatewayError } from '../errors.ts'
 import { StorageObjectNotFoundError } from '../files/storage.ts'
 import { parseRange, type RangeRequest } from '../http/range.ts'
 import { parseQuery } from '../schemas/query.ts'
-import { checkOutputSignature, extensionFor } from '../tasks/outputs.ts'
+import { checkOutputSignature, extensionFor } from '../predictions/outputs.ts'
 
 // GET /v1/outputs/{id}?expires=…&signature=… (docs/design/decisions.md, Predictions): the hosted result of a
 // prediction. No bearer header: the signature is the authorisation, so the URL can be handed to a

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import type { Deps } from '../deps.ts'
 import { admitBeforeBody } from './admission.ts'
 
-// docs/design/decisions.md, Predictions: create (returns at once), look up, cancel. The work is in tasks/.
+// docs/design/decisions.md, Predictions: create (returns at once), look up, cancel. The work is in predictions/.
 
 /** The origin a client reached the gateway at: output URLs in its answers point there. */
 export function requestOrigin(request: FastifyRequest, publicUrl: string | undefined): string {

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { hashKey } from '../../src/config.ts'
 import type { MediaAdapter } from '../../src/providers/async-media/types.ts'
-import { isWebhookSecret } from '../../src/tasks/webhook-signing.ts'
+import { isWebhookSecret } from '../../src/predictions/webhook-signing.ts'
 import { devAuth, startGateway } from '../support/gateway.ts'
 
 // Webhook addresses are checked when the task is created (docs/design/decisions.md, Webhooks), and each account

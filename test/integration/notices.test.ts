@@ -1,6 +1,6 @@
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
-import { signWebhook } from '../../src/tasks/webhook-signing.ts'
+import { signWebhook } from '../../src/predictions/webhook-signing.ts'
 import { startGateway, type TestGateway } from '../support/gateway.ts'
 import { startReceiver, type Receiver } from '../support/receiver.ts'
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { UpstreamError } from '../../src/errors.ts'
-import { submitNotAccepted } from '../../src/tasks/runner.ts'
+import { submitNotAccepted } from '../../src/predictions/runner.ts'
 import { sendJson, startFakeUpstream, type FakeHandler } from '../support/fake-upstream.ts'
 import { devAuth, startGateway } from '../support/gateway.ts'
 

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { sendJson, startFakeUpstream, type FakeUpstream } from '../support/fake-upstream.ts'
 import { startGateway, type TestGateway } from '../support/gateway.ts'
 
-// Task steps are scheduled per account (tasks/runner.ts): account a's tasks on a Veo upstream whose
+// Task steps are scheduled per account (predictions/runner.ts): account a's tasks on a Veo upstream whose
 // polls hang hold at most a's share of the runner's workers, so account b's task runs to its end
 // meanwhile. Ordering, not time: b's task must succeed while every poll of a's is still hanging.
 

@@ -3,7 +3,7 @@ import type { BillableUsage } from '../../billing/prices.ts'
 import type { UpstreamCall } from '../types.ts'
 
 // Asynchronous media generation (predictions): one interface every media upstream speaks. The task
-// runner (tasks/runner.ts) calls `submit` once, then `poll` with the state `submit` or the previous
+// runner (predictions/runner.ts) calls `submit` once, then `poll` with the state `submit` or the previous
 // `poll` returned until the job is done or failed; `cancel` when the client cancels. The state is
 // JSON: it is stored with the task, so another instance (or this one after a restart) can continue.
 
@@ -92,7 +92,7 @@ export type MediaJob = MediaInput & {
 
 /**
  * The bytes of an output that are not in hand: a download, an encoder's output, a rendered file.
- * The output keeper (tasks/outputs.ts) opens it once and streams it to storage as it comes, so no
+ * The output keeper (predictions/outputs.ts) opens it once and streams it to storage as it comes, so no
  * output is ever whole in memory. Opened (or discarded) right after the step that made it.
  */
 export interface OutputSource {

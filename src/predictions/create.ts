@@ -173,7 +173,7 @@ export async function createPredictionServices(d: PredictionServicesDeps): Promi
     ids: d.ids,
     router: d.router,
     async checkWebhook(raw) {
-      // At creation, and again at every delivery (tasks/webhooks.ts) on the address actually connected to.
+      // At creation, and again at every delivery (predictions/webhooks.ts) on the address actually connected to.
       await resolveAllowed(checkUrl(raw, addressPolicy, 'webhook'), addressPolicy, undefined, 'webhook')
     },
     wake: () => runner.wake(),

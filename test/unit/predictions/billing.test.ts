@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { compilePrice, priceUsage } from '../../../src/billing/prices.ts'
-import { taskCostBound } from '../../../src/tasks/billing.ts'
+import { taskCostBound } from '../../../src/predictions/billing.ts'
 
 // A speech task's hold must cover what the task can be charged: both units when the model has both.
 

@@ -5,14 +5,14 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { LookupAll } from '../../../src/http/address-guard.ts'
 import { createMemoryTaskStores } from '../../../src/store/tasks-memory.ts'
 import type { WebhookStore } from '../../../src/store/tasks.ts'
-import { generateWebhookSecret } from '../../../src/tasks/webhook-signing.ts'
+import { generateWebhookSecret } from '../../../src/predictions/webhook-signing.ts'
 import {
   buildDelivery,
   createWebhookSender,
   nextDelay,
   type WebhookConfig,
   type WebhookSenderDeps,
-} from '../../../src/tasks/webhooks.ts'
+} from '../../../src/predictions/webhooks.ts'
 import { startReceiver, type Receiver, type ReceivedRequest } from '../../support/receiver.ts'
 
 const T0 = 1_700_000_000_000

@@ -1,6 +1,10 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { generateWebhookSecret, isWebhookSecret, signWebhook } from '../../../src/tasks/webhook-signing.ts'
+import {
+  generateWebhookSecret,
+  isWebhookSecret,
+  signWebhook,
+} from '../../../src/predictions/webhook-signing.ts'
 
 // A receiver's verification written from the Standard Webhooks spec, independently of the code under
 // test: HMAC-SHA256 keyed with the decoded secret bytes over `id.timestamp.body`.

@@ -7,7 +7,7 @@ import { createLocalFileStorage } from '../../../src/files/local-storage.ts'
 import { createLogger } from '../../../src/logger.ts'
 import type { MediaOutput, OutputSource } from '../../../src/providers/async-media/types.ts'
 import { createMemoryStore } from '../../../src/store/memory.ts'
-import { createOutputKeeper } from '../../../src/tasks/outputs.ts'
+import { createOutputKeeper } from '../../../src/predictions/outputs.ts'
 
 // The output keeper streams each output to storage, takes a source's content type once it is opened,
 // and leaves nothing behind when an output fails: what it wrote goes, what it did not open is
