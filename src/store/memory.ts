@@ -1,3 +1,4 @@
+import { copyKey } from './copies.ts'
 import { composeAdmission } from './admission.ts'
 import { capCharge, chargeCeiling } from '../billing/overage.ts'
 import { createMemoryFileStore } from './files.ts'
@@ -38,13 +39,6 @@ const copyAccount = ({ overdraft, notices, ...a }: Account): Account => ({
   rateLimits: { ...a.rateLimits },
   ...(overdraft ? { overdraft } : {}),
   ...(notices ? { notices: { ...notices } } : {}),
-})
-
-/** A stored (normalised) key, copied by hand for the same reason. */
-const copyKey = (k: ApiKeyRecord): ApiKeyRecord => ({
-  ...k,
-  ...(k.allowedModels ? { allowedModels: [...k.allowedModels] } : {}),
-  ...(k.rateLimits ? { rateLimits: { ...k.rateLimits } } : {}),
 })
 
 const copyRecord = (r: GenerationRecord): GenerationRecord => ({

@@ -1,3 +1,4 @@
+import { copyLookup } from './copies.ts'
 import { byDayThenModel, DAY_MS } from './activity.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
@@ -386,22 +387,6 @@ function createKeyCache(): KeyCache {
   }
   return cache
 }
-
-const copyAccount = (a: Account): Account => ({
-  ...a,
-  modelDiscountsPpm: { ...a.modelDiscountsPpm },
-  rateLimits: { ...a.rateLimits },
-  ...(a.notices ? { notices: { ...a.notices } } : {}),
-})
-
-const copyKey = (k: ApiKeyRecord): ApiKeyRecord => ({
-  ...k,
-  ...(k.allowedModels ? { allowedModels: [...k.allowedModels] } : {}),
-  ...(k.rateLimits ? { rateLimits: { ...k.rateLimits } } : {}),
-})
-
-/** Each caller gets its own objects: a cached lookup is never shared. */
-const copyLookup = (l: KeyLookup): KeyLookup => ({ account: copyAccount(l.account), key: copyKey(l.key) })
 
 /**
  * One connection outside the pool listening for `junction_accounts` (sent by triggers of migration

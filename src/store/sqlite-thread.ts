@@ -1,3 +1,4 @@
+import { copyLookup } from './copies.ts'
 import { Worker } from 'node:worker_threads'
 import { GatewayError } from '../errors.ts'
 import type { SqliteWorkerData, WorkerReply, WorkerRequest, WireError } from './sqlite-worker.ts'
@@ -9,7 +10,7 @@ import {
   startCheckpointer,
   type SqliteStoreOptions,
 } from './sqlite.ts'
-import type { Account, ApiKeyRecord, GenerationRecord, KeyLookup, Store } from './types.ts'
+import type { GenerationRecord, KeyLookup, Store } from './types.ts'
 
 // The SQLite store as the event loop sees it. Every statement runs in one database thread
 // (sqlite-worker.ts, with sqlite.ts's store on its own connection), so a disk that stalls blocks that
@@ -50,19 +51,6 @@ const fromWire = (e: WireError): Error =>
         ...(e.cause === undefined ? {} : { cause: new Error(e.cause) }),
       })
     : Object.assign(new Error(e.message), e.name === 'Error' ? {} : { name: e.name })
-
-const copyAccount = (a: Account): Account => ({
-  ...a,
-  modelDiscountsPpm: { ...a.modelDiscountsPpm },
-  rateLimits: { ...a.rateLimits },
-  ...(a.notices ? { notices: { ...a.notices } } : {}),
-})
-const copyKey = (k: ApiKeyRecord): ApiKeyRecord => ({
-  ...k,
-  ...(k.allowedModels ? { allowedModels: [...k.allowedModels] } : {}),
-  ...(k.rateLimits ? { rateLimits: { ...k.rateLimits } } : {}),
-})
-const copyLookup = (l: KeyLookup): KeyLookup => ({ account: copyAccount(l.account), key: copyKey(l.key) })
 
 /** Batches sent to the thread before the first is answered (SqliteStoreOptions.maxBatchesInFlight). */
 export const MAX_BATCHES_IN_FLIGHT = 2

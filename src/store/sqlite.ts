@@ -1,3 +1,4 @@
+import { copyLookup } from './copies.ts'
 import { byDayThenModel, DAY_MS, joinSplitSum, splitSumSql } from './activity.ts'
 import { randomUUID } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
@@ -482,18 +483,6 @@ export function openSqliteStore(
     keyCache.clear()
     epoch++
   }
-  const copyAccount = (a: Account): Account => ({
-    ...a,
-    modelDiscountsPpm: { ...a.modelDiscountsPpm },
-    rateLimits: { ...a.rateLimits },
-    ...(a.notices ? { notices: { ...a.notices } } : {}),
-  })
-  const copyKey = (k: ApiKeyRecord): ApiKeyRecord => ({
-    ...k,
-    ...(k.allowedModels ? { allowedModels: [...k.allowedModels] } : {}),
-    ...(k.rateLimits ? { rateLimits: { ...k.rateLimits } } : {}),
-  })
-  const copyLookup = (l: KeyLookup): KeyLookup => ({ account: copyAccount(l.account), key: copyKey(l.key) })
   const findKey = (keyHash: string): KeyLookup | null =>
     read(() => {
       const now = performance.now()
