@@ -81,6 +81,9 @@ async function startProxy(target: { host: string; port: number }): Promise<Proxy
   }
 }
 
+/** How long the database stays unreachable in the outage under load. */
+const OUTAGE_MS = 10_000
+
 /** A logger, and a promise resolved when it logs `msg`. */
 function watchLog(msg: string): { log: Logger; logged: Promise<void> } {
   let seen!: () => void
@@ -340,7 +343,8 @@ describe('a gateway on PostgreSQL through an outage', () => {
         wishes.splice(wishes.indexOf(w), 1)
         w.done()
       }
-      // A client backs off a little after a failure (and the test does not spin while it is down).
+      // A client backs off a little after a failure (and the test does not spin while it is down). This
+      // paces the load; no assertion depends on how many requests fit in a span of time.
       if (!o.full) await new Promise((resolve) => setTimeout(resolve, 20))
     }
     const workers = Array.from({ length: 6 }, async (_, w) => {
@@ -351,9 +355,11 @@ describe('a gateway on PostgreSQL through an outage', () => {
     phase = 'down'
     await proxy.cut()
     await when(() => count('down', (o) => o.status === 503) >= 20)
-    // Down for 10 s: past the settles' retries, the pool's connection timeout and the listening
-    // connection's first reconnections.
-    await new Promise((resolve) => setTimeout(resolve, 10_000))
+    // Down for 10 s, the outage issue 27 describes: past the settles' retries, the pool's connection
+    // timeout and the listening connection's first reconnections. The length of the outage is the
+    // scenario, not a wait for an event: what is asserted (every refusal a 503 store_unavailable, every
+    // full answer charged once) holds however much or little the loaded machine ran in that time.
+    await new Promise((resolve) => setTimeout(resolve, OUTAGE_MS))
     await proxy.restore()
     phase = 'after'
     await when(() => count('after', (o) => o.full) >= 30)
