@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import pg from 'pg'
-import { createPostgresStore } from '../src/store/postgres.ts'
+import { createPostgresStore } from '../src/store/postgres/index.ts'
 import type { GenerationRecord } from '../src/store/types.ts'
 
 // Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),

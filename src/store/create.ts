@@ -43,6 +43,6 @@ export async function createStore(database: DatabaseConfig, { log }: { log: Logg
     })
   }
   // Loaded only when configured: the SQLite default never loads the PostgreSQL client.
-  const { createPostgresStore } = await import('./postgres.ts')
+  const { createPostgresStore } = await import('./postgres/index.ts')
   return createPostgresStore(backend.url, { log, retentionDays, poolSize })
 }

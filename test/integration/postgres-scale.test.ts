@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
-import { createPostgresStore } from '../../src/store/postgres.ts'
+import { createPostgresStore } from '../../src/store/postgres/index.ts'
 import { useTestDatabase } from '../support/postgres.ts'
 import {
   jsonOf,
@@ -13,7 +13,7 @@ import {
   type ServerProcess,
 } from '../support/server-process.ts'
 
-// Two gateway processes on one PostgreSQL database, each with its own group commit (store/postgres-batch.ts),
+// Two gateway processes on one PostgreSQL database, each with its own group commit (store/postgres/batch.ts),
 // under load on one account: the README's bound (nothing overdrawn without an overdraft), exact rate
 // limits, and kill -9 of one instance losing no charge of an answer a client received in full.
 

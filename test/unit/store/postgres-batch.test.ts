@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createBatcher } from '../../../src/store/postgres-batch.ts'
+import { createBatcher } from '../../../src/store/postgres/batch.ts'
 
 // The group-commit queue on its own: a fake runner that answers when the test says so.
 

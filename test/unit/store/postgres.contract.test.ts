@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { createPostgresStore } from '../../../src/store/postgres.ts'
+import { createPostgresStore } from '../../../src/store/postgres/index.ts'
 import { describeStoreContract } from '../../contract/store.ts'
 import { describeTaskStoreContract } from '../../contract/tasks.ts'
 import { useTestDatabase } from '../../support/postgres.ts'

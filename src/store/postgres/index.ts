@@ -1,19 +1,19 @@
-import { copyLookup } from './copies.ts'
-import { byDayThenModel, DAY_MS } from './activity.ts'
+import { copyLookup } from '../copies.ts'
+import { byDayThenModel, DAY_MS } from '../activity.ts'
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { PoolClient, QueryResult, QueryResultRow } from 'pg'
-import { capCharge } from '../billing/overage.ts'
-import { GatewayError } from '../errors.ts'
-import type { Money } from '../billing/money.ts'
-import type { Logger } from '../logger.ts'
-import type { FilePurpose, FileStore, StoredFile } from './files.ts'
-import { migrations } from './postgres-migrations.ts'
-import { redactUrl } from './database-url.ts'
-import { postgresCondition, toStoreError as toSqlStoreError } from './sql-errors.ts'
-import { createBatcher, type BatcherOptions } from './postgres-batch.ts'
-import { createPostgresTaskStores } from './postgres-tasks.ts'
-import { createPostgresResponseStore } from './responses.ts'
+import { capCharge } from '../../billing/overage.ts'
+import { GatewayError } from '../../errors.ts'
+import type { Money } from '../../billing/money.ts'
+import type { Logger } from '../../logger.ts'
+import type { FilePurpose, FileStore, StoredFile } from '../files.ts'
+import { migrations } from './migrations.ts'
+import { redactUrl } from '../database-url.ts'
+import { postgresCondition, toStoreError as toSqlStoreError } from '../sql-errors.ts'
+import { createBatcher, type BatcherOptions } from './batch.ts'
+import { createPostgresTaskStores } from './tasks.ts'
+import { createPostgresResponseStore } from '../responses.ts'
 import {
   decodeKeySettings,
   decodeNotices,
@@ -22,7 +22,7 @@ import {
   usageAt,
   windowStart,
   windowStarts,
-} from './key-usage.ts'
+} from '../key-usage.ts'
 import type {
   Account,
   KeyHold,
@@ -43,7 +43,7 @@ import type {
   ReservationRef,
   SettleLimit,
   Store,
-} from './types.ts'
+} from '../types.ts'
 
 // The PostgreSQL backend: every instance of the gateway pointed at one database behaves as one
 // gateway. Every read-modify-write is one statement, or one transaction that first locks the row
@@ -67,7 +67,7 @@ export interface PostgresStoreOptions {
   /** Generation records older than this are deleted by `sweep` (the ledger's totals stay). */
   retentionDays?: number
   /**
-   * Group commit (postgres-batch.ts) of key lookups, credit reads, reserves, settles and rate-limit
+   * Group commit (batch.ts) of key lookups, credit reads, reserves, settles and rate-limit
    * consumes: batches of one kind on their way at once (default 2) and most calls in one (default 256);
    * false sends every call on its own.
    */
@@ -264,7 +264,7 @@ function batchOptions(o: PostgresStoreOptions['batch']): Batch {
 }
 
 /**
- * `one` for a call alone, `many` for a batch of them (postgres-batch.ts). When `many` fails with
+ * `one` for a call alone, `many` for a batch of them (batch.ts). When `many` fails with
  * anything but the database being unavailable (an item it refuses, such as an unknown account), its
  * transaction committed nothing and each item is sent again on its own, so only that item fails.
  */

@@ -1,6 +1,6 @@
 import type { QueryResult, QueryResultRow } from 'pg'
-import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
-import type { TaskStores } from './tasks-memory.ts'
+import type { JsonValue, MediaFamily, MediaKind } from '../../providers/async-media/types.ts'
+import type { TaskStores } from '../tasks-memory.ts'
 import type {
   ClaimShare,
   DeliveryStatus,
@@ -14,7 +14,7 @@ import type {
   TaskStore,
   WebhookDelivery,
   WebhookStore,
-} from './tasks.ts'
+} from '../tasks.ts'
 
 // The prediction state (store/tasks.ts) in PostgreSQL, shared by every gateway instance on the
 // database. Leases are taken by one statement each: `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP
@@ -25,7 +25,7 @@ import type {
 // outer row, and a rescan skips the rows this statement already changed and locks the next ones,
 // leasing more than `limit`. Every other change is
 // one conditional UPDATE (the lease holder, the expected status). Times are bigint ms, given by the
-// caller. Tables: migration 6 of postgres-migrations.ts.
+// caller. Tables: migration 6 of migrations.ts.
 
 type Query = <R extends QueryResultRow>(text: string, values?: unknown[]) => Promise<QueryResult<R>>
 type Transaction = <T>(fn: (q: Query) => Promise<T>) => Promise<T>
