@@ -5,7 +5,7 @@ import type { Money } from './money.ts'
 // much that the account's balance (less the other requests' open holds) goes below −overdraft. What
 // the upstream's usage prices beyond that is not charged: it is the record's `unbilledOverage`, for the
 // operator to see and alert on. Pure functions; each store calls them inside the step that charges, so
-// the balance they read is the one the charge lands on (postgres.ts repeats them in SQL). A charge
+// the balance they read is the one the charge lands on (store/postgres/ledger.ts repeats them in SQL). A charge
 // within its hold, while the hold is still open, is the common case and needs neither: the hold was
 // taken from the balance, so the stores charge it as it is without reading the other holds.
 

@@ -1,9 +1,9 @@
-import type { QueryResult, QueryResultRow } from 'pg'
 import type { SqliteHelpers } from './sqlite-tasks.ts'
 
 // Stored Responses API answers (POST /v1/responses with `store`, the default): what a later request's
 // `previous_response_id` continues, and what GET/DELETE /v1/responses/{id} read. The interface, and its
-// memory, SQLite and PostgreSQL implementations (each small: one table, read and written whole).
+// memory and SQLite implementations (each small: one table, read and written whole; PostgreSQL's is
+// postgres/responses.ts).
 // Retention is the generation records' (`database.retentionDays`): the backends' sweep deletes both.
 
 export interface StoredResponse {
@@ -52,7 +52,7 @@ export function createMemoryResponseStore(): ResponseStore {
   }
 }
 
-interface ResponseRow {
+export interface ResponseRow {
   id: string
   account_id: string
   created_at: number | string
@@ -60,7 +60,7 @@ interface ResponseRow {
   response: string
 }
 
-const fromRow = (row: ResponseRow): StoredResponse => ({
+export const fromRow = (row: ResponseRow): StoredResponse => ({
   id: row.id,
   accountId: row.account_id,
   createdAt: Number(row.created_at),
@@ -96,38 +96,6 @@ export function createSqliteResponseStore({ get, run, tx, read }: SqliteHelpers)
     },
     async deleteBefore(cutoff) {
       await tx(() => run('DELETE FROM responses WHERE created_at < ?', cutoff))
-    },
-  }
-}
-
-type Query = <R extends QueryResultRow>(text: string, values?: unknown[]) => Promise<QueryResult<R>>
-
-export function createPostgresResponseStore(query: Query): ResponseStore {
-  return {
-    async put(r) {
-      await query(
-        `INSERT INTO responses (id, account_id, created_at, input, response) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id, created_at = excluded.created_at,
-           input = excluded.input, response = excluded.response`,
-        [r.id, r.accountId, r.createdAt, JSON.stringify(r.input), JSON.stringify(r.response)],
-      )
-    },
-    async get(accountId, id) {
-      const { rows } = await query<ResponseRow>(
-        'SELECT id, account_id, created_at, input::text AS input, response::text AS response FROM responses WHERE id = $1 AND account_id = $2',
-        [id, accountId],
-      )
-      return rows[0] ? fromRow(rows[0]) : null
-    },
-    async delete(accountId, id) {
-      const { rowCount } = await query('DELETE FROM responses WHERE id = $1 AND account_id = $2', [
-        id,
-        accountId,
-      ])
-      return (rowCount ?? 0) > 0
-    },
-    async deleteBefore(cutoff) {
-      await query('DELETE FROM responses WHERE created_at < $1', [cutoff])
     },
   }
 }

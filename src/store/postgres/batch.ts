@@ -1,3 +1,5 @@
+import { GatewayError } from '../../errors.ts'
+
 // Group commit for the PostgreSQL store: calls of one kind (reserve, settle, rate-limit consume, …)
 // made while earlier ones are on their way are queued and sent together, as one statement, so a busy
 // gateway makes one round trip and one commit for many requests instead of one each.
@@ -5,7 +7,8 @@
 // A batch leaves at the end of the current turn of the event loop (setImmediate), never later: a call
 // made alone waits for nothing. While `maxInFlight` batches of the kind are out, new calls wait and
 // join the next batch, so the batch grows with the load and the round trips do not. Every caller's
-// promise settles only when its batch's statement has returned, that is committed.
+// promise settles only when its batch's statement has returned, that is committed. `batched` puts a
+// store call's statement for one and its statement for many behind one batcher.
 
 export interface BatcherOptions {
   /** Batches of this kind on their way at once (each holds one pool connection). */
@@ -74,4 +77,29 @@ export function createBatcher<I, O>(
       queue.push({ item, resolve, reject })
       schedule()
     })
+}
+
+/** Group commit settings; null: every call on its own. */
+export type Batch = BatcherOptions | null
+
+/**
+ * `one` for a call alone, `many` for a batch of them. When `many` fails with anything but the
+ * database being unavailable (an item it refuses, such as an unknown account), its transaction
+ * committed nothing and each item is sent again on its own, so only that item fails.
+ */
+export function batched<I, O>(
+  batch: Batch,
+  one: (item: I) => Promise<O>,
+  many: (items: I[]) => Promise<O[]>,
+): (item: I) => Promise<O> {
+  if (batch === null) return one
+  return createBatcher<I, O>(async (items) => {
+    if (items.length === 1) return Promise.allSettled([one(items[0]!)])
+    try {
+      return (await many(items)).map((value): PromiseFulfilledResult<O> => ({ status: 'fulfilled', value }))
+    } catch (err) {
+      if (err instanceof GatewayError) throw err
+      return Promise.allSettled(items.map(one))
+    }
+  }, batch)
 }

@@ -1,4 +1,8 @@
-// The PostgreSQL schema as versioned migrations, applied in order at start (postgres.ts). A migration
+import type { Logger } from '../../logger.ts'
+import type { Transaction } from './pool.ts'
+
+// The PostgreSQL schema as versioned migrations, applied in order at start (`migrate`, at the end of
+// this file; the comments inside older entries name postgres.ts, which is now this folder). A migration
 // is never edited once released: a change is a new entry at the end.
 //
 // Money columns are NUMERIC(40,0) picodollars (1e9 USD is 1e21, beyond BIGINT); times are BIGINT Unix
@@ -1258,3 +1262,28 @@ export const migrations: readonly Migration[] = [
     `,
   },
 ]
+
+/** pg_advisory_xact_lock key taken by the migration transaction (an arbitrary constant of Junction's). */
+const MIGRATION_LOCK = '7310593858302427730'
+
+/** Applies, in one transaction, the migrations the database has not had; their versions. */
+export async function migrate(transaction: Transaction, log: Logger | undefined): Promise<number[]> {
+  return transaction(async (q) => {
+    // Two instances starting at once: the second waits here and then finds nothing left to apply.
+    await q('SELECT pg_advisory_xact_lock($1::bigint)', [MIGRATION_LOCK])
+    await q(`CREATE TABLE IF NOT EXISTS schema_version (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+    const { rows } = await q<{ v: number }>('SELECT coalesce(max(version), 0) AS v FROM schema_version')
+    const current = rows[0]!.v
+    const known = migrations.at(-1)?.version ?? 0
+    if (current > known) {
+      log?.warn({ current, known }, 'the database schema is newer than this gateway knows')
+    }
+    const pending = migrations.filter((m) => m.version > current)
+    for (const m of pending) {
+      await q(m.sql)
+      await q('INSERT INTO schema_version (version, name) VALUES ($1, $2)', [m.version, m.name])
+    }
+    return pending.map((m) => m.version)
+  })
+}

@@ -1,4 +1,3 @@
-import type { QueryResult, QueryResultRow } from 'pg'
 import type { JsonValue, MediaFamily, MediaKind } from '../../providers/async-media/types.ts'
 import type { TaskStores } from '../tasks-memory.ts'
 import type {
@@ -15,6 +14,7 @@ import type {
   WebhookDelivery,
   WebhookStore,
 } from '../tasks.ts'
+import type { Query, Transaction } from './pool.ts'
 
 // The prediction state (store/tasks.ts) in PostgreSQL, shared by every gateway instance on the
 // database. Leases are taken by one statement each: `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP
@@ -26,9 +26,6 @@ import type {
 // leasing more than `limit`. Every other change is
 // one conditional UPDATE (the lease holder, the expected status). Times are bigint ms, given by the
 // caller. Tables: migration 6 of migrations.ts.
-
-type Query = <R extends QueryResultRow>(text: string, values?: unknown[]) => Promise<QueryResult<R>>
-type Transaction = <T>(fn: (q: Query) => Promise<T>) => Promise<T>
 
 interface TaskRow {
   id: string
@@ -184,73 +181,81 @@ function claimSql(table: string, due: string, at: string, share: ClaimShare | un
 const shareValues = (share: ClaimShare | undefined): unknown[] =>
   share ? [JSON.stringify(Object.fromEntries(share.busy)), share.perAccount] : []
 
-export function createPostgresTaskStores(query: Query, transaction: Transaction): TaskStores {
-  const tasks: TaskStore = {
-    async create(task, idempotencySince) {
-      const insert = (q: Query) =>
-        q<TaskRow>(
-          `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
+/** The task's row as it is given. */
+function insertTask(q: Query, task: TaskRecord) {
+  return q<TaskRow>(
+    `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
              deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
              submit_started_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
              $20, $21, $22, $23, $24, $25)
            RETURNING *`,
-          [
-            task.id,
-            task.accountId,
-            task.model,
-            task.family,
-            task.provider,
-            task.deployment,
-            task.upstreamModel,
-            JSON.stringify(task.input),
-            task.webhook,
-            task.status,
-            json(task.upstreamState),
-            task.cancelUpstream,
-            JSON.stringify(task.outputs),
-            json(task.error),
-            task.createdAt,
-            task.updatedAt,
-            task.deadlineAt,
-            task.nextRunAt,
-            task.runs,
-            task.leaseOwner,
-            task.leaseUntil,
-            task.idempotencyKey,
-            task.requestHash,
-            task.origin,
-            task.submitStartedAt,
-          ],
-        )
-      if (task.idempotencyKey === null) {
-        const { rows } = await insert(query)
-        return { task: toTask(rows[0]!), created: true }
-      }
-      return transaction(async (q) => {
-        // Takes the key, or moves it off a task older than the window. A racing create of the same
-        // key waits on this row until commit, then finds it recent and takes nothing.
-        const took = await q<{ task_id: string }>(
-          `INSERT INTO task_keys AS k (account_id, idempotency_key, task_id, created_at) VALUES ($1, $2, $3, $4)
+    [
+      task.id,
+      task.accountId,
+      task.model,
+      task.family,
+      task.provider,
+      task.deployment,
+      task.upstreamModel,
+      JSON.stringify(task.input),
+      task.webhook,
+      task.status,
+      json(task.upstreamState),
+      task.cancelUpstream,
+      JSON.stringify(task.outputs),
+      json(task.error),
+      task.createdAt,
+      task.updatedAt,
+      task.deadlineAt,
+      task.nextRunAt,
+      task.runs,
+      task.leaseOwner,
+      task.leaseUntil,
+      task.idempotencyKey,
+      task.requestHash,
+      task.origin,
+      task.submitStartedAt,
+    ],
+  )
+}
+
+/** A new task; with an idempotency key, the task that key already names if it is recent. */
+function createTask(query: Query, transaction: Transaction): TaskStore['create'] {
+  return async (task, idempotencySince) => {
+    if (task.idempotencyKey === null) {
+      const { rows } = await insertTask(query, task)
+      return { task: toTask(rows[0]!), created: true }
+    }
+    return transaction(async (q) => {
+      // Takes the key, or moves it off a task older than the window. A racing create of the same
+      // key waits on this row until commit, then finds it recent and takes nothing.
+      const took = await q<{ task_id: string }>(
+        `INSERT INTO task_keys AS k (account_id, idempotency_key, task_id, created_at) VALUES ($1, $2, $3, $4)
            ON CONFLICT (account_id, idempotency_key) DO UPDATE SET task_id = excluded.task_id,
              created_at = excluded.created_at WHERE k.created_at < $5
            RETURNING task_id`,
-          [task.accountId, task.idempotencyKey, task.id, task.createdAt, idempotencySince],
-        )
-        if (took.rows.length === 0) {
-          const { rows } = await q<TaskRow>(
-            `SELECT t.* FROM task_keys k JOIN tasks t ON t.id = k.task_id
+        [task.accountId, task.idempotencyKey, task.id, task.createdAt, idempotencySince],
+      )
+      if (took.rows.length === 0) {
+        const { rows } = await q<TaskRow>(
+          `SELECT t.* FROM task_keys k JOIN tasks t ON t.id = k.task_id
              WHERE k.account_id = $1 AND k.idempotency_key = $2`,
-            [task.accountId, task.idempotencyKey],
-          )
-          if (!rows[0]) throw new Error(`idempotency key of a missing task (account ${task.accountId})`)
-          return { task: toTask(rows[0]), created: false }
-        }
-        const { rows } = await insert(q)
-        return { task: toTask(rows[0]!), created: true }
-      })
-    },
+          [task.accountId, task.idempotencyKey],
+        )
+        if (!rows[0]) throw new Error(`idempotency key of a missing task (account ${task.accountId})`)
+        return { task: toTask(rows[0]), created: false }
+      }
+      const { rows } = await insertTask(q, task)
+      return { task: toTask(rows[0]!), created: true }
+    })
+  }
+}
+
+function createTasks(query: Query, transaction: Transaction): TaskStore {
+  return {
+    create: createTask(query, transaction),
     async get(id) {
       const { rows } = await query<TaskRow>('SELECT * FROM tasks WHERE id = $1', [id])
       return rows[0] ? toTask(rows[0]) : null
@@ -355,8 +360,10 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       return rows.flatMap((r) => r.outputs.map((o) => o.id))
     },
   }
+}
 
-  const outputs: OutputStore = {
+function createOutputs(query: Query): OutputStore {
+  return {
     async put(o) {
       await query(
         `INSERT INTO task_outputs (id, task_id, account_id, type, content_type, bytes, storage_key,
@@ -392,8 +399,10 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       return new Set(rows.map((r) => r.storage_key))
     },
   }
+}
 
-  const webhooks: WebhookStore = {
+function createWebhooks(query: Query): WebhookStore {
+  return {
     async enqueue(d) {
       await query(
         `INSERT INTO webhook_deliveries (id, task_id, account_id, url, body, status, attempts,
@@ -451,12 +460,14 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       return rows.map(toDelivery)
     },
   }
+}
 
+function createSecrets(query: Query): SecretStore {
   const secretOf = async (name: string): Promise<string | null> => {
     const { rows } = await query<{ value: string }>('SELECT value FROM secrets WHERE name = $1', [name])
     return rows[0]?.value ?? null
   }
-  const secrets: SecretStore = {
+  return {
     async getOrCreate(name, create) {
       const found = await secretOf(name)
       if (found !== null) return found
@@ -478,6 +489,13 @@ export function createPostgresTaskStores(query: Query, transaction: Transaction)
       )
     },
   }
+}
 
-  return { tasks, outputs, webhooks, secrets }
+export function createPostgresTaskStores(query: Query, transaction: Transaction): TaskStores {
+  return {
+    tasks: createTasks(query, transaction),
+    outputs: createOutputs(query),
+    webhooks: createWebhooks(query),
+    secrets: createSecrets(query),
+  }
 }
