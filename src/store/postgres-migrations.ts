@@ -1257,4 +1257,11 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 14,
+    // A task's upstream calls so far (store/tasks.ts TaskRecord.attempts), its generation record's
+    // `attempts` when it is billed; NULL: none yet, or a task stored before they were kept.
+    name: 'task attempts',
+    sql: `ALTER TABLE tasks ADD COLUMN attempts json;`,
+  },
 ]
