@@ -32,7 +32,10 @@ export function toGenerationBody(r: GenerationRecord) {
       usd: toUsd(r.unbilledOverage?.usd ?? 0n),
       tokens: r.unbilledOverage?.tokens ?? 0,
     },
-    /** Every upstream call made for it (retries, fallbacks), the answering one last. */
+    /**
+     * Every upstream call made for it (retries, fallbacks), the answering one last; a prediction's are
+     * its submits (the accepting one last of them), then the polls that failed.
+     */
     attempts: (r.attempts ?? []).map((a) => ({
       provider: a.provider,
       deployment: a.deployment,

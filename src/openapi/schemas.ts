@@ -223,6 +223,8 @@ export const answerSchemas: Record<string, JsonSchema> = {
       unbilled_overage: obj({ usd: num(), tokens: int() }),
       attempts: {
         type: 'array',
+        description:
+          "every upstream call, in order, the answering one last; a prediction's: its submits, then the polls that failed",
         items: obj({
           provider: str(),
           deployment: str(),

@@ -113,6 +113,8 @@ export async function taskRecord(
     usage: taskUsage(end.billed),
     billable: end.billed,
     discountPpm: account ? discountFor(account, t.model) : 0,
+    // Its submits (and failed polls), kept on the task by the runner as it went.
+    attempts: t.attempts,
   })
   return record
 }

@@ -240,4 +240,10 @@ export const sqliteMigrations: readonly Migration[] = [
       CREATE INDEX tasks_by_account ON tasks (account_id, seq);
       CREATE INDEX webhook_deliveries_by_account ON webhook_deliveries (account_id, seq);`,
   },
+  {
+    version: 9,
+    // A task's upstream calls so far (store/tasks.ts TaskRecord.attempts), JSON; NULL: none yet, or a
+    // task stored before they were kept.
+    sql: `ALTER TABLE tasks ADD COLUMN attempts TEXT;`,
+  },
 ]

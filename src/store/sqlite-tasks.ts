@@ -1,6 +1,7 @@
 import type { SQLInputValue } from 'node:sqlite'
 import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
 import type { TaskStores } from './tasks-memory.ts'
+import type { AttemptRecord } from './types.ts'
 import type {
   ClaimShare,
   DeliveryStatus,
@@ -56,6 +57,7 @@ interface TaskRow {
   idempotency_key: string | null
   request_hash: string | null
   submit_started_at: number | null
+  attempts: string | null
 }
 
 interface OutputRow {
@@ -111,6 +113,7 @@ const toTask = (r: TaskRow): TaskRecord => ({
   idempotencyKey: r.idempotency_key,
   requestHash: r.request_hash,
   submitStartedAt: r.submit_started_at ?? null,
+  ...(r.attempts === null ? {} : { attempts: JSON.parse(r.attempts) as AttemptRecord[] }),
 })
 
 const toOutput = (r: OutputRow): StoredOutput => ({
@@ -186,7 +189,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
     run(
       `UPDATE tasks SET provider = ?, deployment = ?, upstream_model = ?, status = ?, upstream_state = ?,
          cancel_upstream = ?, outputs = ?, error = ?, updated_at = ?, next_run_at = ?, runs = ?,
-         lease_owner = ?, lease_until = ?, submit_started_at = ?
+         lease_owner = ?, lease_until = ?, submit_started_at = ?, attempts = ?
        WHERE id = ?`,
       t.provider,
       t.deployment,
@@ -202,6 +205,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       t.leaseOwner,
       t.leaseUntil,
       t.submitStartedAt,
+      t.attempts === undefined ? null : JSON.stringify(t.attempts),
       t.id,
     )
   }
@@ -235,8 +239,8 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
           `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
              deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
-             submit_started_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             submit_started_at, attempts)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           task.id,
           task.accountId,
           task.model,
@@ -262,6 +266,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
           task.requestHash,
           task.origin,
           task.submitStartedAt,
+          task.attempts === undefined ? null : JSON.stringify(task.attempts),
         )
         return { task: taskById(task.id)!, created: true }
       })

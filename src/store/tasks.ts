@@ -1,4 +1,5 @@
 import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
+import type { AttemptRecord } from './types.ts'
 
 // State of asynchronous predictions: tasks, their hosted outputs, pending webhook deliveries, and
 // small named secrets (webhook signing secrets of accounts, the output-URL signing key). Implemented
@@ -69,6 +70,11 @@ export interface TaskRecord {
    * have accepted the job (the instance stopped before it recorded the answer), so it is not sent again.
    */
   submitStartedAt: number | null
+  /**
+   * The upstream calls made for it so far, in order: every submit and every poll that failed (its
+   * generation record's `attempts`). Absent until the first; absent on tasks stored before they were kept.
+   */
+  attempts?: AttemptRecord[]
 }
 
 /**
@@ -99,6 +105,7 @@ export type TaskPatch = Partial<
     | 'runs'
     | 'updatedAt'
     | 'submitStartedAt'
+    | 'attempts'
   >
 >
 

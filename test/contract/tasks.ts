@@ -427,6 +427,29 @@ export function describeTaskStoreContract(
         expect(await tasks.get(t.id)).toEqual(after)
       })
 
+      it('advance keeps the upstream calls made so far, in order; a partial patch keeps them', async () => {
+        const { tasks } = await openStore()
+        const t = taskFixture()
+        await tasks.create(t, 0)
+        expect(await tasks.get(t.id)).not.toHaveProperty('attempts')
+        const call = (deployment: string, status: number | null, outcome: string, startedAt: number) => ({
+          provider: deployment,
+          deployment,
+          model: t.model,
+          status,
+          outcome,
+          startedAt,
+          durationMs: 12,
+        })
+        const attempts = [call('alpha', 429, 'rate_limit_exceeded', T0 + 1), call('beta', 200, 'ok', T0 + 20)]
+        await tasks.claimDue('w', T0, 1000, 1)
+        const patch = { upstreamState: { job: 'on-beta' }, runs: 1, attempts }
+        expect(await tasks.advance(t.id, 'w', 'processing', patch)).toMatchObject({ attempts })
+        await tasks.claimDue('w', T0 + 2000, 1000, 1)
+        await tasks.advance(t.id, 'w', 'processing', { runs: 2 })
+        expect((await tasks.get(t.id))?.attempts).toEqual(attempts)
+      })
+
       it('markSubmitting records the start of a submit for the lease holder, keeping the lease', async () => {
         const { tasks } = await openStore()
         const t = taskFixture()

@@ -28,6 +28,10 @@ const refuse =
   (_req, res) =>
     sendJson(res, status, { error: { message: `refused with ${status}`, type: 'server_error' } })
 
+const MP4 = Buffer.concat([
+  Buffer.from('\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2', 'latin1'),
+  Buffer.alloc(512, 1),
+])
 const VEO = 'veo-3.1-generate-preview'
 const OPERATION = `models/${VEO}/operations/op-routed`
 
@@ -179,6 +183,90 @@ describe('prediction submission falls back between deployments', () => {
     expect(await s.task(id)).toMatchObject({ status: 'success', deployment: 'alpha' })
     expect(s.alpha.requests).toHaveLength(2)
     expect(s.beta.requests).toHaveLength(1)
+  })
+})
+
+describe('the generation record lists the upstream calls of a prediction', () => {
+  const generation = async (s: Awaited<ReturnType<typeof setup>>, id: string) => {
+    const res = await s.gw.app.inject({
+      method: 'GET',
+      url: `/v1/generation?id=${id}`,
+      headers: { authorization: 'Bearer sk-acme-0001' },
+    })
+    expect(res.statusCode, res.body).toBe(200)
+    return res.json() as { provider: string; attempts: Record<string, unknown>[] }
+  }
+
+  it('a submit the first deployment refused, then the one the second accepted', async () => {
+    const s = await setup('openai-compat', picture, { [IMAGES]: refuse(429) }, { [IMAGES]: png })
+    const id = (await s.create({ prompt: 'a fox' })).json().data.task_id as string
+    await s.step()
+    const body = await generation(s, id)
+    expect(body.provider).toBe('beta')
+    expect(body.attempts).toEqual([
+      expect.objectContaining({
+        provider: 'alpha',
+        deployment: 'alpha',
+        model: 'team/picture',
+        status: 429,
+        outcome: 'rate_limit_exceeded',
+      }),
+      expect.objectContaining({
+        provider: 'beta',
+        deployment: 'beta',
+        model: 'team/picture',
+        status: 200,
+        outcome: 'ok',
+      }),
+    ])
+  })
+
+  it('kept across steps: the refused submit, the accepted one, a poll that failed; not the polls that answered', async () => {
+    const veo = {
+      slug: `google/${VEO}`,
+      type: 'video',
+      family: 'video-a',
+      deployments: [
+        { provider: 'alpha', upstreamModel: VEO, pricing: { videoPerSecond: { '720P': 0.1 } } },
+        { provider: 'beta', upstreamModel: VEO, pricing: { videoPerSecond: { '720P': 0.1 } } },
+      ],
+    }
+    const create = `POST /v1beta/models/${VEO}:predictLongRunning`
+    let polls = 0
+    const s = await setup(
+      'gemini',
+      veo,
+      { [create]: refuse(429) },
+      {
+        [create]: (_req, res) => sendJson(res, 200, { name: OPERATION }),
+        [`GET /v1beta/${OPERATION}`]: (req, res) => {
+          polls++
+          if (polls === 1) return sendJson(res, 200, { name: OPERATION })
+          if (polls === 2) return refuse(503)(req, res)
+          const uri = `${s.beta.origin}/v1beta/files/routed:download?alt=media`
+          return sendJson(res, 200, {
+            name: OPERATION,
+            done: true,
+            response: { generateVideoResponse: { generatedSamples: [{ video: { uri } }] } },
+          })
+        },
+        'GET /v1beta/files/routed:download': (_req, res) => {
+          res.writeHead(200, { 'content-type': 'video/mp4' })
+          res.end(MP4)
+        },
+      },
+    )
+    const res = await s.create({ prompt: 'waves', duration: 4 })
+    expect(res.statusCode, res.body).toBe(200)
+    const id = res.json().data.task_id as string
+    await s.step(4)
+    expect(await s.task(id)).toMatchObject({ status: 'success', deployment: 'beta' })
+    const attempts = (await generation(s, id)).attempts
+    expect(attempts.map((a) => [a.deployment, a.status, a.outcome])).toEqual([
+      ['alpha', 429, 'rate_limit_exceeded'],
+      ['beta', 200, 'ok'],
+      ['beta', 503, expect.any(String)],
+    ])
   })
 })
 

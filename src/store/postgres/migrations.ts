@@ -1261,6 +1261,13 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 14,
+    // A task's upstream calls so far (store/tasks.ts TaskRecord.attempts), its generation record's
+    // `attempts` when it is billed; NULL: none yet, or a task stored before they were kept.
+    name: 'task attempts',
+    sql: `ALTER TABLE tasks ADD COLUMN attempts json;`,
+  },
 ]
 
 /** pg_advisory_xact_lock key taken by the migration transaction (an arbitrary constant of Junction's). */

@@ -1,5 +1,6 @@
 import type { JsonValue, MediaFamily, MediaKind } from '../../providers/async-media/types.ts'
 import type { TaskStores } from '../tasks-memory.ts'
+import type { AttemptRecord } from '../types.ts'
 import type {
   ClaimShare,
   DeliveryStatus,
@@ -53,6 +54,7 @@ interface TaskRow {
   idempotency_key: string | null
   request_hash: string | null
   submit_started_at: string | null
+  attempts: AttemptRecord[] | null
   seq: string
 }
 
@@ -110,6 +112,7 @@ const toTask = (r: TaskRow): TaskRecord => ({
   idempotencyKey: r.idempotency_key,
   requestHash: r.request_hash,
   submitStartedAt: r.submit_started_at === null ? null : Number(r.submit_started_at),
+  ...(r.attempts === null ? {} : { attempts: r.attempts }),
 })
 
 const toOutput = (r: OutputRow): StoredOutput => ({
@@ -187,9 +190,9 @@ function insertTask(q: Query, task: TaskRecord) {
     `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
              webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
              deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
-             submit_started_at)
+             submit_started_at, attempts)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-             $20, $21, $22, $23, $24, $25)
+             $20, $21, $22, $23, $24, $25, $26)
            RETURNING *`,
     [
       task.id,
@@ -217,6 +220,7 @@ function insertTask(q: Query, task: TaskRecord) {
       task.requestHash,
       task.origin,
       task.submitStartedAt,
+      task.attempts === undefined ? null : JSON.stringify(task.attempts),
     ],
   )
 }
@@ -299,6 +303,7 @@ function createTasks(query: Query, transaction: Transaction): TaskStore {
       if (patch.runs !== undefined) set('runs', patch.runs)
       if (patch.updatedAt !== undefined) set('updated_at', patch.updatedAt)
       if (patch.submitStartedAt !== undefined) set('submit_started_at', patch.submitStartedAt)
+      if (patch.attempts !== undefined) set('attempts', JSON.stringify(patch.attempts))
       const { rows } = await query<TaskRow>(
         `UPDATE tasks SET ${sets.join(', ')} WHERE id = $1 AND lease_owner = $2 AND status = $3 RETURNING *`,
         values,
