@@ -3,20 +3,21 @@ import { readFileSync } from 'node:fs'
 import { z } from 'zod'
 import { discountRateSchema as rate, overdraftSchema } from './schemas/billing.ts'
 import { formatPath } from './errors.ts'
-import type { ProviderKind, RetryPolicy, UpstreamConfig } from './providers/types.ts'
+import type { RetryPolicy, UpstreamConfig } from './providers/types.ts'
 import { builtinProviders, type BuiltinProvider } from './providers/catalogue.ts'
-import type { MediaFamily } from './providers/async-media/types.ts'
-import { compilePrice, type PriceTable } from './billing/prices.ts'
+import { compilePrice } from './billing/prices.ts'
 import { buildModelTable, ModelNameConflict } from './routing/model-table.ts'
 import type { CorsConfig } from './http/cors.ts'
 import { checkModelPrices } from './routing/price-check.ts'
 import { isWebhookSecret } from './predictions/webhook-signing.ts'
-import { toPpm, usd, usdRounded, type Money } from './billing/money.ts'
+import { toPpm, usd, usdRounded } from './billing/money.ts'
 import type { RateLimits } from './store/types.ts'
+import type { MediaFamily } from './domain/media.ts'
+import type { ModelType, ProviderKind } from './domain/models.ts'
+import type { Money } from './domain/money.ts'
+import type { PriceTable } from './domain/prices.ts'
 
 // The only reader of process.env. Everything else receives a Config.
-
-export type ModelType = 'chat' | 'embedding' | 'image' | 'video' | 'speech'
 
 /** The input rules a media model follows when its config entry names none: its type's generic family. */
 export const DEFAULT_FAMILY: Record<'image' | 'video' | 'speech', MediaFamily> = {

@@ -24,7 +24,7 @@ import { createPredictionServices } from './predictions/create.ts'
 import type { TaskRunner } from './predictions/runner.ts'
 import type { Predictions } from './predictions/predictions.ts'
 import type { MediaAdapter } from './providers/async-media/types.ts'
-import type { ProviderKind } from './providers/types.ts'
+import type { ProviderKind } from './domain/models.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
 /** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */

@@ -12,7 +12,7 @@ import { resolveFileReferences } from '../files/references.ts'
 import type { FileStorage } from '../files/storage.ts'
 import type { Ids } from '../ids.ts'
 import type { Logger } from '../logger.ts'
-import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers/types.ts'
+import type { ChatRequest } from '../providers/types.ts'
 import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
 import type { Account, ApiKeyRecord, AttemptRecord, GenerationRecord } from '../store/types.ts'
@@ -21,6 +21,7 @@ import type { Metrics } from '../metrics.ts'
 import { addUpstreamEvents, carriesAnswer, upstreamEventsOf } from '../providers/shared/stream.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
 import { beginGeneration, type Generation, type GenerationDeps, type Outcome } from './generation.ts'
+import type { ChatChunk, ChatCompletion, Usage } from '../domain/chat.ts'
 
 // A chat request's life from a parsed request to an answer: resolve the model to its candidate
 // deployments, inline file references, admit (429/402), call the deployments in order until one

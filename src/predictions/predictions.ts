@@ -6,7 +6,6 @@ import type { Config } from '../config.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'
 import type { Ids } from '../ids.ts'
 import { owned } from '../owned.ts'
-import type { JsonValue } from '../providers/async-media/types.ts'
 import { holdGeneration } from '../inference/generation.ts'
 import type { ModelTable } from '../routing/model-table.ts'
 import type { Router } from '../routing/router.ts'
@@ -16,6 +15,7 @@ import type { TaskRecord } from '../store/tasks.ts'
 import { taskCostBound } from './billing.ts'
 import { toPredictionBody, type PredictionBody } from './body.ts'
 import { outputUrl } from './outputs.ts'
+import type { JsonValue } from '../domain/media.ts'
 
 // Creating, reading and cancelling predictions (routes/predictions.ts is the HTTP side). Creation
 // checks everything before anything reaches an upstream (model, input rules, webhook address), routes

@@ -1,7 +1,6 @@
 import type { Logger } from 'pino'
 import type { PredictionsConfig } from '../config.ts'
 import { toGatewayError, UpstreamError } from '../errors.ts'
-import type { BillableUsage } from '../billing/prices.ts'
 import type {
   MediaAdapter,
   MediaCall,
@@ -16,8 +15,9 @@ import type { UpstreamCall } from '../providers/types.ts'
 import { healthKey, type Health } from '../routing/health.ts'
 import type { MediaCandidate } from '../routing/router.ts'
 import type { TaskError, TaskRecord, TaskStore } from '../store/tasks.ts'
-import type { JsonValue } from '../providers/async-media/types.ts'
 import type { OutputKeeper } from './outputs.ts'
+import type { JsonValue } from '../domain/media.ts'
+import type { BillableUsage } from '../domain/prices.ts'
 
 // Drives prediction tasks to their end. Tasks live in the store, never only here: the runner of any
 // instance leases the tasks that are due (TaskStore.claimDue), does one step of each (submit to the
