@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { assertModelAllowed } from '../auth.ts'
-import type { Config } from '../config.ts'
+import type { LimitsConfig } from './config.ts'
 import { GatewayError } from '../errors.ts'
 import type {
   Account,
@@ -34,7 +34,8 @@ export const RATE_WINDOW_MS = 60_000
 
 export interface MeteringDeps {
   store: Store
-  config: Config
+  /** Metering reads only the limits slice: default rate limits, the reservation TTL. */
+  config: { limits: LimitsConfig }
   log: Logger
   /** Failures of settlement, for metrics and alerts. */
   stats: MeteringStats

@@ -6,7 +6,9 @@ import {
   type TokenCounter,
 } from '../billing/tokens.ts'
 import type { MeteringStats } from '../billing/metering.ts'
-import type { Config } from '../config.ts'
+import type { LimitsConfig } from '../billing/config.ts'
+import type { FilesConfig } from '../files/config.ts'
+import type { RoutingConfig } from '../routing/config.ts'
 import { UpstreamError } from '../errors.ts'
 import { resolveFileReferences } from '../files/references.ts'
 import type { FileStorage } from '../files/storage.ts'
@@ -28,7 +30,7 @@ import type { ChatChunk, ChatCompletion, Usage } from '../domain/chat.ts'
 // answers, and settle once however it ends. Routes only parse and send.
 
 export interface InferenceDeps extends GenerationDeps {
-  config: Config
+  config: { files: FilesConfig; limits: LimitsConfig; routing: RoutingConfig }
   router: Router
   health: Health
   ids: Ids

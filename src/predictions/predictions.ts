@@ -2,7 +2,8 @@ import { canonicalJson } from '../canonical-json.ts'
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import { release, type MeteringStats } from '../billing/metering.ts'
-import type { Config } from '../config.ts'
+import type { LimitsConfig } from '../billing/config.ts'
+import type { PredictionsConfig } from './config.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'
 import type { Ids } from '../ids.ts'
 import { owned } from '../owned.ts'
@@ -32,7 +33,7 @@ const HOLD_MARGIN_MS = 10 * 60_000
 export interface PredictionsDeps {
   store: Store
   models: ModelTable
-  config: Config
+  config: { predictions: PredictionsConfig; limits: LimitsConfig }
   log: Logger
   stats: MeteringStats
   now: () => number

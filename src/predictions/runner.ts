@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import type { PredictionsConfig } from '../config.ts'
+import type { PredictionsConfig } from './config.ts'
 import { toGatewayError, UpstreamError } from '../errors.ts'
 import type {
   MediaAdapter,

@@ -1,5 +1,5 @@
 import { Agent, type Dispatcher } from 'undici'
-import type { Config } from '../config.ts'
+import type { ProvidersConfig } from './config.ts'
 import type { MediaAdapter } from './async-media/types.ts'
 import type { ProviderAdapter, UpstreamConfig } from './types.ts'
 import { createAnthropicAdapter } from './anthropic/adapter.ts'
@@ -81,7 +81,16 @@ export function mediaAdapterFor(kind: ProviderKind, options: MediaAdapterOptions
   }
 }
 
-export function createProviderRegistry(config: Config, options: RegistryOptions = {}): ProviderRegistry {
+/** The config slices the registry reads: the enabled providers, and how long a mock prediction takes. */
+export interface RegistryConfig {
+  providers: ProvidersConfig
+  predictions: { mockDelayMs: number }
+}
+
+export function createProviderRegistry(
+  config: RegistryConfig,
+  options: RegistryOptions = {},
+): ProviderRegistry {
   const now = options.now ?? Date.now
   const mediaOf =
     options.mediaAdapterFor ??

@@ -1,6 +1,7 @@
 import { builtinPrices } from '../billing/price-list.ts'
 import { compilePrice } from '../billing/prices.ts'
-import type { Config } from '../config.ts'
+import type { ProvidersConfig } from '../providers/config.ts'
+import type { ModelConfig } from './config.ts'
 import { builtinModels } from '../providers/catalogue.ts'
 import type { Deployment, ServedModel } from '../domain/models.ts'
 
@@ -15,7 +16,13 @@ export interface ModelTable {
   list(): readonly ServedModel[]
 }
 
-export function buildModelTable(config: Config): ModelTable {
+/** The config slices the table is built from: the file's models and the enabled providers. */
+export interface ModelTableConfig {
+  models: readonly ModelConfig[]
+  providers: ProvidersConfig
+}
+
+export function buildModelTable(config: ModelTableConfig): ModelTable {
   const bySlug = new Map<string, ServedModel>()
   // A catalogue alias yields to the config file: a name it gives a model, as a slug or an alias.
   const taken = new Set(config.models.flatMap((m) => [m.slug, ...m.aliases]))
