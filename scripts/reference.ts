@@ -7,10 +7,11 @@ import {
   PRICES_TAKEN_ON,
   builtinPrices,
 } from '../src/billing/price-list.ts'
-import { PRICE_UNIT_LABELS, type PriceField } from '../src/billing/prices.ts'
+import { PRICE_UNIT_LABELS } from '../src/billing/prices.ts'
 import { createMetrics } from '../src/metrics.ts'
 import { buildOpenApi } from '../src/openapi/document.ts'
 import { renderApiReference } from './api-reference.ts'
+import type { PriceField } from '../src/domain/prices.ts'
 
 // The reference pages of docs/reference/, written from the code that owns each fact: the config
 // schemas (src/config.ts), the error catalogue, the model catalogue and price list, the metrics, the

@@ -24,7 +24,7 @@ import { createPredictionServices } from './predictions/create.ts'
 import type { TaskRunner } from './predictions/runner.ts'
 import type { Predictions } from './predictions/predictions.ts'
 import type { MediaAdapter } from './providers/async-media/types.ts'
-import type { ProviderKind } from './providers/types.ts'
+import type { ProviderKind } from './domain/models.ts'
 
 const SWEEP_INTERVAL_MS = 60_000
 /** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */
@@ -200,8 +200,11 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   const store = overrides.store ?? (await createStore(config.database, { log }))
   await seedAccounts(config, store, now())
   await revokeDevKey(config, store, log)
-  const providers = createProviderRegistry(config, { now, mediaAdapterFor: overrides.mediaAdapterFor })
-  const models = buildModelTable(config)
+  const providers = createProviderRegistry(
+    { providers: config.providers, predictions: config.predictions },
+    { now, mediaAdapterFor: overrides.mediaAdapterFor },
+  )
+  const models = buildModelTable({ models: config.models, providers: config.providers })
   const health = createHealth(config.routing, now)
   const router = createRouter(models, providers, health)
   for (const m of models.list()) {
@@ -223,7 +226,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
   if (store.statements) trackStoreStatements(metrics, store.statements)
   const idsUsed = overrides.ids ?? defaultIds
   const tasks = await createPredictionServices({
-    config,
+    config: { predictions: config.predictions, limits: config.limits },
     store,
     providers,
     models,

@@ -342,3 +342,14 @@ export function toGatewayError(err: unknown): GatewayError {
   }
   return new GatewayError('internal_error', 'internal error', { cause: err })
 }
+
+/**
+ * A configuration the gateway cannot start with: loadConfig and the config slices throw it naming the
+ * offending field; server.ts prints it and exits.
+ */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'ConfigError'
+  }
+}

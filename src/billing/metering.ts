@@ -1,9 +1,7 @@
 import type { Logger } from 'pino'
 import { assertModelAllowed } from '../auth.ts'
-import type { Config, ModelType } from '../config.ts'
+import type { LimitsConfig } from './config.ts'
 import { GatewayError } from '../errors.ts'
-import type { Usage } from '../providers/types.ts'
-import type { Deployment } from '../routing/model-table.ts'
 import type {
   Account,
   ApiKeyRecord,
@@ -19,8 +17,12 @@ import type {
   Store,
 } from '../store/types.ts'
 import type { Metrics } from '../metrics.ts'
-import { applyPpm, toUsd, type Money } from './money.ts'
-import { priceUsage, type BillableUsage } from './prices.ts'
+import { applyPpm, toUsd } from './money.ts'
+import { priceUsage } from './prices.ts'
+import type { Usage } from '../domain/chat.ts'
+import type { Deployment, ModelType } from '../domain/models.ts'
+import type { Money } from '../domain/money.ts'
+import type { BillableUsage } from '../domain/prices.ts'
 
 // Metering in three separate steps, each usable on its own:
 // - admission (`admit`): rate limits, then a credit reservation, before anything reaches an upstream;
@@ -32,7 +34,8 @@ export const RATE_WINDOW_MS = 60_000
 
 export interface MeteringDeps {
   store: Store
-  config: Config
+  /** Metering reads only the limits slice: default rate limits, the reservation TTL. */
+  config: { limits: LimitsConfig }
   log: Logger
   /** Failures of settlement, for metrics and alerts. */
   stats: MeteringStats

@@ -1,5 +1,5 @@
 import type { GenerationRecord } from '../store/types.ts'
-import type { Money } from './money.ts'
+import type { Money } from '../domain/money.ts'
 
 // A request is charged at most what admission held for it, plus the account's overdraft, and never so
 // much that the account's balance (less the other requests' open holds) goes below −overdraft. What

@@ -1,4 +1,4 @@
-import type { PriceTable } from './prices.ts'
+import type { PriceTable } from '../domain/prices.ts'
 
 /**
  * List prices of the built-in models, USD per million tokens, as each provider published them

@@ -1,33 +1,14 @@
-import type { ModelType } from '../config.ts'
-import type { Usage } from '../providers/types.ts'
-import type { UsageUnit } from '../providers/usage-units.ts'
-import { perUnit, usd, type Money } from './money.ts'
-
-/**
- * A model's list prices as written in the catalogue and the config file: USD per million tokens
- * (or characters), USD per image, USD per second of video. Absent cache/reasoning/audio prices fall
- * back to the plain prompt or completion price.
- */
-export interface PriceTable {
-  prompt?: number
-  cachedPrompt?: number
-  cacheWrite?: number
-  completion?: number
-  reasoning?: number
-  audioPrompt?: number
-  audioCompletion?: number
-  /** Embedding models: per million input tokens. */
-  embedding?: number
-  /** Per image, by resolution tier (`1K`, `2K`, `standard`, …). */
-  imageByTier?: Record<string, number>
-  /** Per second of video, by resolution (`720P`, `1080P`, …). */
-  videoPerSecond?: Record<string, number>
-  /** Speech: per million input characters and per million output audio tokens (either or both). */
-  speechPerMillionCharacters?: number
-  speechAudioTokens?: number
-}
-
-export type PriceField = keyof PriceTable
+import { perUnit, usd } from './money.ts'
+import type { ModelType } from '../domain/models.ts'
+import type { Money } from '../domain/money.ts'
+import type {
+  BillableUsage,
+  CompiledPrice,
+  PricedUsage,
+  PriceField,
+  PriceTable,
+  UsageUnit,
+} from '../domain/prices.ts'
 
 /** What each price is given per, as `/v1/models` labels it. */
 export const PRICE_UNIT_LABELS: Record<PriceField, string> = {
@@ -83,23 +64,6 @@ export const CHARGED_PRICES: Record<ModelType, readonly ChargedPrice[]> = {
   ],
 }
 
-/** The same prices in picodollars per single unit, ready for exact arithmetic. */
-export interface CompiledPrice {
-  table: PriceTable
-  prompt: Money
-  cachedPrompt: Money
-  cacheWrite: Money
-  completion: Money
-  reasoning: Money
-  audioPrompt: Money
-  audioCompletion: Money
-  embedding: Money
-  imageByTier: Record<string, Money>
-  videoPerSecond: Record<string, Money>
-  speechPerCharacter: Money
-  speechAudioToken: Money
-}
-
 const mapValues = (r: Record<string, number> | undefined): Record<string, Money> =>
   Object.fromEntries(Object.entries(r ?? {}).map(([k, v]) => [k, usd(v)]))
 
@@ -122,16 +86,6 @@ export function compilePrice(t: PriceTable): CompiledPrice {
     speechAudioToken: perUnit(t.speechAudioTokens ?? 0),
   }
 }
-
-/** The parts of a usage that carry a price. */
-export type PricedUsage = Pick<
-  Usage,
-  | 'prompt_tokens'
-  | 'completion_tokens'
-  | 'total_tokens'
-  | 'prompt_tokens_details'
-  | 'completion_tokens_details'
->
 
 const n = (v: unknown): bigint =>
   Number.isFinite(v) && (v as number) > 0 ? BigInt(Math.floor(v as number)) : 0n
@@ -166,19 +120,6 @@ export function priceEmbeddingUsage(usage: { prompt_tokens: number }, p: Compile
 }
 
 const max0 = (v: bigint): bigint => (v < 0n ? 0n : v)
-
-/**
- * What one generation used, in the units its price is given in: tokens for chat (OpenAI usage
- * semantics), input tokens for embeddings, images by tier, seconds of video by resolution, and
- * characters or audio tokens for speech.
- */
-export type BillableUsage =
-  | { kind: 'tokens'; usage: PricedUsage }
-  | { kind: 'embedding'; promptTokens: number }
-  | { kind: 'images'; count: number; tier: string }
-  | { kind: 'video'; seconds: number; resolution: string }
-  /** Both units, always: each is charged at its price (absent prices are 0). */
-  | { kind: 'speech'; characters: number; audioTokens: number }
 
 /**
  * The upstream cost of a usage at a price, in picodollars: a pure function of its two arguments.

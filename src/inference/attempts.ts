@@ -1,4 +1,4 @@
-import type { RoutingConfig } from '../config.ts'
+import type { RoutingConfig } from '../routing/config.ts'
 import { GatewayError, toGatewayError, UpstreamError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { Metrics } from '../metrics.ts'

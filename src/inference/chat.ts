@@ -6,13 +6,15 @@ import {
   type TokenCounter,
 } from '../billing/tokens.ts'
 import type { MeteringStats } from '../billing/metering.ts'
-import type { Config } from '../config.ts'
+import type { LimitsConfig } from '../billing/config.ts'
+import type { FilesConfig } from '../files/config.ts'
+import type { RoutingConfig } from '../routing/config.ts'
 import { UpstreamError } from '../errors.ts'
 import { resolveFileReferences } from '../files/references.ts'
 import type { FileStorage } from '../files/storage.ts'
 import type { Ids } from '../ids.ts'
 import type { Logger } from '../logger.ts'
-import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers/types.ts'
+import type { ChatRequest } from '../providers/types.ts'
 import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
 import type { Account, ApiKeyRecord, AttemptRecord, GenerationRecord } from '../store/types.ts'
@@ -21,13 +23,14 @@ import type { Metrics } from '../metrics.ts'
 import { addUpstreamEvents, carriesAnswer, upstreamEventsOf } from '../providers/shared/stream.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
 import { beginGeneration, type Generation, type GenerationDeps, type Outcome } from './generation.ts'
+import type { ChatChunk, ChatCompletion, Usage } from '../domain/chat.ts'
 
 // A chat request's life from a parsed request to an answer: resolve the model to its candidate
 // deployments, inline file references, admit (429/402), call the deployments in order until one
 // answers, and settle once however it ends. Routes only parse and send.
 
 export interface InferenceDeps extends GenerationDeps {
-  config: Config
+  config: { files: FilesConfig; limits: LimitsConfig; routing: RoutingConfig }
   router: Router
   health: Health
   ids: Ids

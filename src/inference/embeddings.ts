@@ -1,11 +1,12 @@
 import { countTokens as defaultCount, embeddingTokenBound } from '../billing/tokens.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
-import type { EmbeddingsRequest, EmbeddingsResponse } from '../providers/types.ts'
+import type { EmbeddingsRequest } from '../providers/types.ts'
 import type { Account, ApiKeyRecord, AttemptRecord, GenerationRecord } from '../store/types.ts'
 import { allowedCandidates, answerHeaders, attemptContext, type InferenceDeps } from './chat.ts'
 import { tryCandidates } from './attempts.ts'
 import { beginGeneration } from './generation.ts'
+import type { EmbeddingsResponse } from '../domain/chat.ts'
 
 export interface EmbeddingsInput {
   account: Account

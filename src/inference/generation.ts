@@ -10,11 +10,7 @@ import {
   type Admission,
   type MeteringDeps,
 } from '../billing/metering.ts'
-import type { Money } from '../billing/money.ts'
-import type { BillableUsage } from '../billing/prices.ts'
 import { GatewayError } from '../errors.ts'
-import type { Usage } from '../providers/types.ts'
-import type { Deployment, ServedModel } from '../routing/model-table.ts'
 import type {
   Account,
   ApiKeyRecord,
@@ -27,6 +23,10 @@ import type { Renewals } from './renewals.ts'
 import { checkNotices, wantsNotices } from '../keys/notices.ts'
 import { toUsd } from '../billing/money.ts'
 import type { Metrics } from '../metrics.ts'
+import type { Usage } from '../domain/chat.ts'
+import type { Deployment, ServedModel } from '../domain/models.ts'
+import type { Money } from '../domain/money.ts'
+import type { BillableUsage } from '../domain/prices.ts'
 
 // One generation's life, shared by every kind of inference: admitted (rate limits, reservation),
 // kept alive while it runs (the reservation is renewed), then settled exactly once, priced at the

@@ -1,5 +1,5 @@
 import { toUsd } from '../billing/money.ts'
-import type { Config } from '../config.ts'
+import type { PredictionsConfig } from '../predictions/config.ts'
 import { checkUrl, resolveAllowed } from '../http/address-guard.ts'
 import type { Logger } from '../logger.ts'
 import { spentFor, windowStart } from '../store/key-usage.ts'
@@ -137,7 +137,12 @@ export function applyNotices(
  * Refuses (400, param `url`) a notice URL the gateway must not call: the predictions' webhook rules
  * (https, no private or loopback address unless the config allows it), checked again at delivery.
  */
-export async function checkNoticeUrl(config: Config, raw: string): Promise<void> {
+/** The one slice notices read: the webhook rules of predictions. */
+export interface NoticesConfig {
+  predictions: { webhooks: Pick<PredictionsConfig['webhooks'], 'allowHttp' | 'allowedHosts'> }
+}
+
+export async function checkNoticeUrl(config: NoticesConfig, raw: string): Promise<void> {
   const policy = {
     allowHttp: config.predictions.webhooks.allowHttp,
     allowedHosts: config.predictions.webhooks.allowedHosts,
@@ -148,7 +153,7 @@ export async function checkNoticeUrl(config: Config, raw: string): Promise<void>
 /** Sets the account's notices from a `PUT /v1/notices` body; returns the account as changed. */
 export async function setNotices(
   store: Store,
-  config: Config,
+  config: NoticesConfig,
   account: Account,
   body: { url?: string | null; balance_low_threshold?: bigint | null },
 ): Promise<Account> {

@@ -1,14 +1,15 @@
-import type { Money } from '../billing/money.ts'
-import type { BillableUsage, CompiledPrice } from '../billing/prices.ts'
 import { buildRecord, discountFor, type MeteringDeps } from '../billing/metering.ts'
 import { compilePrice } from '../billing/prices.ts'
-import type { MediaInput } from '../providers/async-media/types.ts'
 import { speechCharacters } from '../providers/async-media/usage.ts'
-import type { Deployment, ModelTable } from '../routing/model-table.ts'
+import type { ModelTable } from '../routing/model-table.ts'
 import { closeGeneration } from '../inference/generation.ts'
 import type { GenerationRecord, GenerationUsage } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
 import type { TaskEnd } from './runner.ts'
+import type { MediaInput } from '../domain/media.ts'
+import type { Deployment } from '../domain/models.ts'
+import type { Money } from '../domain/money.ts'
+import type { BillableUsage, CompiledPrice } from '../domain/prices.ts'
 
 // Billing of predictions, on the chat's lifecycle (inference/generation.ts): a task's price is held
 // at creation (`holdGeneration`, the 402 rule), and when the task ends its reservation is replaced by

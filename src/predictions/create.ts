@@ -3,7 +3,8 @@ import { hostname } from 'node:os'
 import type { Logger } from 'pino'
 import type { MeteringStats } from '../billing/metering.ts'
 import type { Metrics } from '../metrics.ts'
-import type { Config } from '../config.ts'
+import type { LimitsConfig } from '../billing/config.ts'
+import type { PredictionsConfig } from './config.ts'
 import { GatewayError } from '../errors.ts'
 import { createLocalFileStorage } from '../files/local-storage.ts'
 import type { FileStorage } from '../files/storage.ts'
@@ -38,7 +39,7 @@ const SWEEP_INTERVAL_MS = 60_000
 const USER_MEDIA_TIMEOUT_MS = 30_000
 
 export interface PredictionServicesDeps {
-  config: Config
+  config: { predictions: PredictionsConfig; limits: LimitsConfig }
   store: Store
   providers: ProviderRegistry
   models: ModelTable

@@ -2,13 +2,14 @@ import { canonicalJson } from '../canonical-json.ts'
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import { release, type MeteringStats } from '../billing/metering.ts'
-import type { Config } from '../config.ts'
+import type { LimitsConfig } from '../billing/config.ts'
+import type { PredictionsConfig } from './config.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'
 import type { Ids } from '../ids.ts'
 import { owned } from '../owned.ts'
-import type { JsonValue } from '../providers/async-media/types.ts'
 import { holdGeneration } from '../inference/generation.ts'
-import type { ModelTable, ServedModel } from '../routing/model-table.ts'
+import type { ModelTable } from '../routing/model-table.ts'
+import type { ServedModel } from '../domain/models.ts'
 import type { MediaCandidate, Router } from '../routing/router.ts'
 import { familyKind, parseMediaInput, parsePredictionRequest } from '../schemas/predictions.ts'
 import type { Account, ApiKeyRecord, Store } from '../store/types.ts'
@@ -16,6 +17,7 @@ import type { TaskRecord } from '../store/tasks.ts'
 import { taskCostBound } from './billing.ts'
 import { toPredictionBody, type PredictionBody } from './body.ts'
 import { outputUrl } from './outputs.ts'
+import type { JsonValue } from '../domain/media.ts'
 
 // Creating, reading and cancelling predictions (routes/predictions.ts is the HTTP side). Creation
 // checks everything before anything reaches an upstream (model, input rules, webhook address), routes
@@ -32,7 +34,7 @@ const HOLD_MARGIN_MS = 10 * 60_000
 export interface PredictionsDeps {
   store: Store
   models: ModelTable
-  config: Config
+  config: { predictions: PredictionsConfig; limits: LimitsConfig }
   log: Logger
   stats: MeteringStats
   now: () => number

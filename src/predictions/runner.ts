@@ -1,7 +1,6 @@
 import type { Logger } from 'pino'
-import type { PredictionsConfig } from '../config.ts'
+import type { PredictionsConfig } from './config.ts'
 import { toGatewayError, UpstreamError } from '../errors.ts'
-import type { BillableUsage } from '../billing/prices.ts'
 import type {
   MediaAdapter,
   MediaCall,
@@ -17,8 +16,9 @@ import { healthKey, type Health } from '../routing/health.ts'
 import type { MediaCandidate } from '../routing/router.ts'
 import type { TaskError, TaskPatch, TaskRecord, TaskStore } from '../store/tasks.ts'
 import type { AttemptRecord } from '../store/types.ts'
-import type { JsonValue } from '../providers/async-media/types.ts'
 import type { OutputKeeper } from './outputs.ts'
+import type { JsonValue } from '../domain/media.ts'
+import type { BillableUsage } from '../domain/prices.ts'
 
 // Drives prediction tasks to their end. Tasks live in the store, never only here: the runner of any
 // instance leases the tasks that are due (TaskStore.claimDue), does one step of each (submit to the

@@ -1,4 +1,4 @@
-import type { PredictionsConfig } from '../config.ts'
+import type { PredictionsConfig } from './config.ts'
 import { GatewayError } from '../errors.ts'
 import { checkUrl, type LookupAll } from '../http/address-guard.ts'
 import { SafeRequestError, safeRequest } from '../http/safe-fetch.ts'

@@ -1,5 +1,5 @@
-import type { ProviderKind } from './types.ts'
-import type { MediaFamily } from './async-media/types.ts'
+import type { MediaFamily } from '../domain/media.ts'
+import type { ProviderKind } from '../domain/models.ts'
 
 // Providers that zero-config enables when their key variable is set, and the models each brings.
 // Groq, DeepSeek, Mistral and Together speak the OpenAI protocol: they are entries here, not code.

@@ -1,7 +1,7 @@
 import { Agent, type Dispatcher } from 'undici'
-import type { Config } from '../config.ts'
+import type { ProvidersConfig } from './config.ts'
 import type { MediaAdapter } from './async-media/types.ts'
-import type { ProviderAdapter, ProviderKind, UpstreamConfig } from './types.ts'
+import type { ProviderAdapter, UpstreamConfig } from './types.ts'
 import { createAnthropicAdapter } from './anthropic/adapter.ts'
 import { createGeminiAdapter } from './gemini/adapter.ts'
 import { createGeminiMediaAdapter } from './gemini/media.ts'
@@ -10,6 +10,7 @@ import { createMockMediaAdapter } from './mock/media.ts'
 import { createOpenAICompatAdapter } from './openai-compat/adapter.ts'
 import { createOpenAIImagesAdapter } from './openai-compat/images.ts'
 import { createReplicateAdapter } from './replicate/adapter.ts'
+import type { ProviderKind } from '../domain/models.ts'
 
 // The one provider registry: each configured provider with the capabilities its kind has. A kind
 // that makes no media has no `media`; one that only makes media (Replicate) has no `adapter`. The
@@ -80,7 +81,16 @@ export function mediaAdapterFor(kind: ProviderKind, options: MediaAdapterOptions
   }
 }
 
-export function createProviderRegistry(config: Config, options: RegistryOptions = {}): ProviderRegistry {
+/** The config slices the registry reads: the enabled providers, and how long a mock prediction takes. */
+export interface RegistryConfig {
+  providers: ProvidersConfig
+  predictions: { mockDelayMs: number }
+}
+
+export function createProviderRegistry(
+  config: RegistryConfig,
+  options: RegistryOptions = {},
+): ProviderRegistry {
   const now = options.now ?? Date.now
   const mediaOf =
     options.mediaAdapterFor ??

@@ -1,13 +1,15 @@
 import type { Dispatcher } from 'undici'
 import type { Logger } from '../logger.ts'
-import type { ChatRequest, ReasoningDetail } from '../schemas/chat.ts'
+import type { ChatRequest } from '../schemas/chat.ts'
 import type { EmbeddingsRequest } from '../schemas/embeddings.ts'
+import type { ChatChunk, ChatCompletion, EmbeddingsResponse } from '../domain/chat.ts'
+import type { ProviderKind } from '../domain/models.ts'
 
-// Junction's own shapes: the OpenAI chat-completions contract of docs/design/api-contract.md. Adapters translate
-// their upstream protocol to and from these; routes never see a provider's wire format.
+// The capability interfaces every provider adapter implements, and the configured upstream they call.
+// The answers they produce (ChatCompletion, ChatChunk, Usage, …) are domain/chat.ts's.
 
 // Request types are the zod schemas' output (schemas/), re-exported here so every importer keeps one
-// place to take them from; response types below are written by hand: they are what Junction produces.
+// place to take them from.
 export type {
   AssistantMessage,
   AudioPart,
@@ -21,7 +23,6 @@ export type {
   InstructionMessage,
   KnownContentPart,
   OtherContentPart,
-  ReasoningDetail,
   ReasoningOptions,
   RefusalPart,
   Role,
@@ -33,100 +34,6 @@ export type {
 } from '../schemas/chat.ts'
 export { isKnownContentPart } from '../schemas/chat.ts'
 export type { EmbeddingsRequest } from '../schemas/embeddings.ts'
-
-/** A tool call in an answer. */
-export interface ToolCall {
-  id: string
-  type: 'function' | string
-  function: { name: string; arguments: string }
-  [key: string]: unknown
-}
-
-export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call'
-
-export interface Usage {
-  prompt_tokens: number
-  completion_tokens: number
-  total_tokens: number
-  prompt_tokens_details?: { cached_tokens?: number; audio_tokens?: number; [key: string]: unknown }
-  completion_tokens_details?: {
-    reasoning_tokens?: number
-    audio_tokens?: number
-    accepted_prediction_tokens?: number
-    rejected_prediction_tokens?: number
-    [key: string]: unknown
-  }
-  [key: string]: unknown
-}
-
-export interface ChatCompletion {
-  id: string
-  object: 'chat.completion'
-  created: number
-  model: string
-  choices: {
-    index: number
-    message: {
-      role: 'assistant'
-      content: string | null
-      refusal?: string | null
-      annotations?: unknown[]
-      tool_calls?: ToolCall[]
-      reasoning?: string
-      reasoning_details?: ReasoningDetail[]
-      [key: string]: unknown
-    }
-    logprobs: unknown
-    finish_reason: FinishReason | null
-    [key: string]: unknown
-  }[]
-  usage?: Usage
-  system_fingerprint?: string
-  [key: string]: unknown
-}
-
-export interface ChunkToolCallDelta {
-  index: number
-  id?: string
-  type?: 'function'
-  function?: { name?: string; arguments?: string }
-}
-
-export interface ChatChunk {
-  id: string
-  object: 'chat.completion.chunk'
-  created: number
-  model: string
-  choices: {
-    index: number
-    delta: {
-      role?: 'assistant'
-      content?: string | null
-      refusal?: string | null
-      tool_calls?: ChunkToolCallDelta[]
-      reasoning?: string
-      reasoning_details?: ReasoningDetail[]
-      [key: string]: unknown
-    }
-    logprobs?: unknown
-    finish_reason: FinishReason | null
-    [key: string]: unknown
-  }[]
-  usage?: Usage | null
-  system_fingerprint?: string
-  [key: string]: unknown
-}
-
-export interface EmbeddingsResponse {
-  object: 'list'
-  data: { object: 'embedding'; index: number; embedding: number[] | string }[]
-  model: string
-  usage: { prompt_tokens: number; total_tokens: number }
-  [key: string]: unknown
-}
-
-/** `replicate` serves predictions only (image and video models); the others chat too. */
-export type ProviderKind = 'openai-compat' | 'anthropic' | 'gemini' | 'replicate' | 'mock'
 
 export interface UpstreamTimeouts {
   /** TCP + TLS connect. */

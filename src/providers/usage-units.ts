@@ -1,6 +1,6 @@
-import type { ModelType } from '../config.ts'
-import type { MediaFamily } from './async-media/types.ts'
-import type { ProviderKind } from './types.ts'
+import type { MediaFamily } from '../domain/media.ts'
+import type { ModelType, ProviderKind } from '../domain/models.ts'
+import type { UsageUnit } from '../domain/prices.ts'
 
 // What each provider kind's adapters report a model used, in the units prices are given per. The
 // start-up price check (routing/price-check.ts) holds every configured price against this list, so a
@@ -8,10 +8,6 @@ import type { ProviderKind } from './types.ts'
 // chat and embeddings report OpenAI usage (input and output tokens; embeddings input only); media
 // adapters report BillableUsage (async-media/types.ts): images by tier, video seconds, and speech in
 // characters and audio tokens alike (async-media/usage.ts).
-
-/** A unit a usage is counted in. */
-export type UsageUnit =
-  'input_tokens' | 'output_tokens' | 'images' | 'video_seconds' | 'characters' | 'audio_tokens'
 
 /** The media families each kind's media adapter serves (providers/registry.ts). */
 const MEDIA_FAMILIES: Record<ProviderKind, readonly MediaFamily[]> = {

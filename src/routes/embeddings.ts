@@ -2,11 +2,11 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { Deps } from '../deps.ts'
 import { createEmbeddings } from '../inference/embeddings.ts'
 import { parseEmbeddingsRequest } from '../schemas/embeddings.ts'
-import type { EmbeddingsResponse } from '../providers/types.ts'
 import type { AttemptRecord } from '../store/types.ts'
 import { finishInTurns, type Sliced } from '../turns.ts'
 import { admitBeforeBody, attemptHeaders } from './admission.ts'
 import { upstreamSignal } from './upstream-signal.ts'
+import type { EmbeddingsResponse } from '../domain/chat.ts'
 
 export const embeddingsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {

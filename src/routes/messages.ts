@@ -15,13 +15,13 @@ import type { Candidate } from '../routing/router.ts'
 import { countPromptTokens } from '../inference/count-tokens.ts'
 import type { Logger } from '../logger.ts'
 import { upstreamEventsOf } from '../providers/shared/stream.ts'
-import type { ChatChunk } from '../providers/types.ts'
 import { parseCountTokensRequest, parseMessagesRequest } from '../schemas/messages.ts'
 import { sseNamedEvent } from '../sse.ts'
 import { prepareErrorReply } from '../http/error-reply.ts'
 import { admitBeforeBody } from './admission.ts'
 import { openEventStream, routeChat } from './chat-call.ts'
 import { upstreamSignal } from './upstream-signal.ts'
+import type { ChatChunk } from '../domain/chat.ts'
 
 // The Anthropic Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`): its own auth
 // (x-api-key or bearer) and error shape; the request itself goes through the one chat pipeline.

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { PRICE_UNIT_LABELS, type PriceField, type PriceTable } from '../billing/prices.ts'
+import { PRICE_UNIT_LABELS } from '../billing/prices.ts'
 import type { Deps } from '../deps.ts'
 import { GatewayError } from '../errors.ts'
+import type { PriceField, PriceTable } from '../domain/prices.ts'
 
 export const modelsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
   const created = Math.floor(deps.now() / 1000)

@@ -1,4 +1,4 @@
-import type { RoutingConfig } from '../config.ts'
+import type { RoutingConfig } from './config.ts'
 
 // What one gateway process knows about each deployment's health: a circuit breaker and a moving
 // average of its time to first byte. Kept per instance, in memory, the way Envoy's outlier detection

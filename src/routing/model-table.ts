@@ -1,46 +1,13 @@
 import { builtinPrices } from '../billing/price-list.ts'
-import { compilePrice, type CompiledPrice } from '../billing/prices.ts'
-import type { Config, ModelType } from '../config.ts'
+import { compilePrice } from '../billing/prices.ts'
+import type { ProvidersConfig } from '../providers/config.ts'
+import type { ModelConfig } from './config.ts'
 import { builtinModels } from '../providers/catalogue.ts'
-import type { MediaFamily } from '../providers/async-media/types.ts'
+import type { Deployment, ServedModel } from '../domain/models.ts'
 
 // slug → the deployments that serve it. Built once in createDeps from the built-in catalogue (models
 // of the enabled providers), the built-in price list and the config file's models, which replace a
 // catalogue entry of the same slug.
-
-/** One provider serving a model: where a request goes and what it costs there. */
-export interface Deployment {
-  /** Unique within the model: `<provider>` or, for a second deployment on the same provider, `<provider>#<n>`. */
-  id: string
-  /** The model slug it serves (the answer's `model` and the record's, when it answers). */
-  slug: string
-  provider: string
-  upstreamModel: string
-  price: CompiledPrice
-  /** False when neither the config nor the price list gives a price (it is then billed at 0). */
-  priced: boolean
-  weight: number
-  /** Configured quality score (0–100), if any. */
-  quality?: number
-}
-
-/** How a model's deployments are ordered when a request does not say. */
-export type RoutingType = 'priority' | 'round_robin' | 'least_latency'
-
-export interface ServedModel {
-  slug: string
-  type: ModelType
-  /** The configured order of its deployments: priority unless the config file says otherwise. */
-  strategy: RoutingType
-  /** Most output tokens one answer can have; the reservation's bound when the client sets none. */
-  maxOutputTokens?: number
-  /** Image, video and speech models: the input rules their predictions follow. */
-  family?: MediaFamily
-  /** Other names requests may use for it (the config file's `aliases`). */
-  aliases?: readonly string[]
-  /** In configured priority order; never empty. */
-  deployments: readonly Deployment[]
-}
 
 export interface ModelTable {
   /** The model a request names: by its slug or by one of its aliases. */
@@ -49,7 +16,13 @@ export interface ModelTable {
   list(): readonly ServedModel[]
 }
 
-export function buildModelTable(config: Config): ModelTable {
+/** The config slices the table is built from: the file's models and the enabled providers. */
+export interface ModelTableConfig {
+  models: readonly ModelConfig[]
+  providers: ProvidersConfig
+}
+
+export function buildModelTable(config: ModelTableConfig): ModelTable {
   const bySlug = new Map<string, ServedModel>()
   // A catalogue alias yields to the config file: a name it gives a model, as a slug or an alias.
   const taken = new Set(config.models.flatMap((m) => [m.slug, ...m.aliases]))

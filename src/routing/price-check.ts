@@ -1,9 +1,9 @@
-import { CHARGED_PRICES, type PriceField, type PriceTable } from '../billing/prices.ts'
-import type { ModelType } from '../config.ts'
-import type { MediaFamily } from '../providers/async-media/types.ts'
-import type { ProviderKind } from '../providers/types.ts'
-import { reportedUnits, type UsageUnit } from '../providers/usage-units.ts'
+import { CHARGED_PRICES } from '../billing/prices.ts'
+import { reportedUnits } from '../providers/usage-units.ts'
 import type { ModelTable } from './model-table.ts'
+import type { MediaFamily } from '../domain/media.ts'
+import type { ModelType, ProviderKind } from '../domain/models.ts'
+import type { PriceField, PriceTable, UsageUnit } from '../domain/prices.ts'
 
 // "Every configured price is charged": at start, each deployment's price table is held against what
 // its provider kind's adapter reports (providers/usage-units.ts). A price the model is never charged,

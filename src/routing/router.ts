@@ -1,8 +1,8 @@
-import type { ModelType } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import type { ChatProvider, MediaProvider, Provider, ProviderRegistry } from '../providers/registry.ts'
 import { healthKey, type Health } from './health.ts'
-import type { Deployment, ModelTable, RoutingType, ServedModel } from './model-table.ts'
+import type { ModelTable } from './model-table.ts'
+import type { Deployment, ModelType, RoutingType, ServedModel } from '../domain/models.ts'
 
 // (slug, routing extensions, health) → the deployments to try, in order. The ordering functions are
 // pure (their state, round-robin counters and latencies, is passed in); `createRouter` holds that

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { fromZodError, invalidRequest } from '../errors.ts'
+import type { ReasoningDetail } from '../domain/chat.ts'
 
 // The chat completion request of docs/design/api-contract.md ("Chat completion request" and "Message" tables) and
 // docs/design/decisions.md. Objects are loose: unknown fields are kept because they are forwarded to upstreams.
@@ -166,7 +167,7 @@ const reasoningDetailSchema = z.looseObject({
   signature: z.string().optional(),
   format: z.string().optional(),
   index: z.number().optional(),
-})
+}) satisfies z.ZodType<ReasoningDetail>
 
 const roles = ['developer', 'system', 'user', 'assistant', 'tool'] as const
 
@@ -664,7 +665,6 @@ export type ChatMessage = z.output<typeof messageSchema>
 export type Role = ChatMessage['role']
 /** A tool call of an assistant message sent back by the client. */
 export type ToolCallParam = z.output<typeof toolCallSchema>
-export type ReasoningDetail = z.output<typeof reasoningDetailSchema>
 
 export type FunctionTool = z.output<typeof functionToolSchema>
 export type CustomTool = z.output<typeof customToolSchema>

@@ -1,7 +1,8 @@
 import { z } from 'zod'
-import { toUsd, usdRounded, type Money } from '../billing/money.ts'
+import { toUsd, usdRounded } from '../billing/money.ts'
 import { spentFor } from '../store/key-usage.ts'
 import type { Account, ApiKeyRecord, KeyPatch, KeyUsage, RateLimits } from '../store/types.ts'
+import type { Money } from '../domain/money.ts'
 
 // The account's key API in OpenRouter's shapes (its SDKs and scripts read these): `data` wrappers,
 // `hash` (the key's SHA-256, never the key), `name`/`label`, `limit` and `limit_reset`, usage per

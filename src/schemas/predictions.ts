@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { fromZodError } from '../errors.ts'
-import type { MediaFamily, MediaInput, MediaKind } from '../providers/async-media/types.ts'
 import { parseRequestBody } from './chat.ts'
+import type { MediaFamily, MediaInput, MediaKind } from '../domain/media.ts'
 
 // POST /v1/predictions: the body, and one input schema per model family (docs/design/api-contract.md: the generic
 // image and video inputs, the speech model, video models A, B and C). A family's catalogue entry

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path'
 import type { Logger } from 'pino'
-import type { DatabaseBackend, DatabaseConfig } from '../config.ts'
+import type { DatabaseBackend, DatabaseConfig } from './config.ts'
 import { createMemoryStore } from './memory.ts'
 import { createSqliteStore } from './sqlite-thread.ts'
 import type { Store } from './types.ts'

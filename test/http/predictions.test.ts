@@ -4,8 +4,9 @@ import { join } from 'node:path'
 import { beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { hashKey } from '../../src/config.ts'
 import { GatewayError, UpstreamError } from '../../src/errors.ts'
-import type { JsonValue, MediaAdapter, MediaJob, MediaStep } from '../../src/providers/async-media/types.ts'
+import type { MediaAdapter, MediaJob, MediaStep } from '../../src/providers/async-media/types.ts'
 import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
+import type { JsonValue } from '../../src/domain/media.ts'
 
 // The predictions API over the real app (inject), its runner driven step by step with a fake clock and
 // a scripted media adapter in place of the mock's: creation, lookup, hosted outputs and their signed

@@ -7,8 +7,8 @@ import {
   type FakeHandler,
   type FakeUpstream,
 } from '../support/fake-upstream.ts'
-import type { ChatCompletion, EmbeddingsResponse } from '../../src/providers/types.ts'
 import { devAuth, readGeneration, startGateway, type TestGateway } from '../support/gateway.ts'
+import type { ChatCompletion, EmbeddingsResponse } from '../../src/domain/chat.ts'
 
 // The real gateway, listening, in front of a fake OpenAI-compatible upstream on 127.0.0.1, driven
 // by plain fetch as a client would.

@@ -1,4 +1,4 @@
-import type { ChatChunk } from '../../src/providers/types.ts'
+import type { ChatChunk } from '../../src/domain/chat.ts'
 
 /**
  * What an OpenAI client makes of a stream's chunks: concatenated content and reasoning, tool calls

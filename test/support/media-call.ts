@@ -1,6 +1,5 @@
 import { createLogger } from '../../src/logger.ts'
 import type {
-  JsonValue,
   MediaAdapter,
   MediaCall,
   MediaJob,
@@ -8,7 +7,8 @@ import type {
   MediaResult,
   MediaStep,
 } from '../../src/providers/async-media/types.ts'
-import type { ProviderKind } from '../../src/providers/types.ts'
+import type { JsonValue } from '../../src/domain/media.ts'
+import type { ProviderKind } from '../../src/domain/models.ts'
 
 // A MediaCall for driving a media adapter directly against a fake upstream on 127.0.0.1.
 

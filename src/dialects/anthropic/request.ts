@@ -6,7 +6,6 @@ import type {
   ChatMessage,
   ChatRequest,
   ContentPart,
-  ReasoningDetail,
   Tool,
   ToolCallParam,
   ToolChoice,
@@ -17,6 +16,7 @@ import type {
   MessagesRequest,
   MessagesTool,
 } from '../../schemas/messages.ts'
+import type { ReasoningDetail } from '../../domain/chat.ts'
 
 // Anthropic Messages request → the internal chat request, which every upstream reads. Pure. The
 // client's body rides along under ANTHROPIC_NATIVE: an Anthropic upstream gets it as it came.

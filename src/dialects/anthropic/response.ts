@@ -1,6 +1,6 @@
 import { ANTHROPIC_REASONING_FORMAT } from '../../providers/anthropic/request.ts'
 import { ANTHROPIC_NATIVE_ANSWER, type AnthropicMessage } from '../../providers/anthropic/wire.ts'
-import type { ChatCompletion, FinishReason, ReasoningDetail, Usage } from '../../providers/types.ts'
+import type { ChatCompletion, FinishReason, ReasoningDetail, Usage } from '../../domain/chat.ts'
 
 // The internal chat completion → an Anthropic Messages answer. Pure.
 // https://docs.anthropic.com/en/api/messages (the response object)

@@ -1,6 +1,6 @@
 import { ANTHROPIC_REASONING_FORMAT } from '../../providers/anthropic/request.ts'
-import type { ChatChunk, FinishReason, ReasoningDetail, Usage } from '../../providers/types.ts'
 import { encodeForeignDetail, stopOf, toAnthropicUsage, toStop } from './response.ts'
+import type { ChatChunk, FinishReason, ReasoningDetail, Usage } from '../../domain/chat.ts'
 
 // The internal chat chunks → Anthropic Messages stream events, as they arrive. Pure apart from the
 // state it keeps. The sequence Anthropic documents and its SDK reads: message_start, ping, then per

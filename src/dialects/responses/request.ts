@@ -1,6 +1,7 @@
-import type { ChatRequest, ReasoningDetail } from '../../providers/types.ts'
+import type { ChatRequest } from '../../providers/types.ts'
 import { chatRequestSchema, parseRequestBody } from '../../schemas/chat.ts'
 import type { ResponsesInputItem, ResponsesInputPart, ResponsesRequest } from '../../schemas/responses.ts'
+import type { ReasoningDetail } from '../../domain/chat.ts'
 
 // A Responses API request → the internal chat request, so the one chat pipeline (routing, admission,
 // retries, settlement, the generation record) serves it. Pure. The output of the chat schema is what

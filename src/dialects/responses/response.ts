@@ -1,6 +1,6 @@
-import type { ChatCompletion, FinishReason, ReasoningDetail, Usage } from '../../providers/types.ts'
 import type { ResponsesRequest } from '../../schemas/responses.ts'
 import { toEncryptedContent } from './request.ts'
+import type { ChatCompletion, FinishReason, ReasoningDetail, Usage } from '../../domain/chat.ts'
 
 // A chat completion → the Responses API's Response object. Pure.
 // https://platform.openai.com/docs/api-reference/responses/object

@@ -1,6 +1,5 @@
 import { toErrorBody, toGatewayError } from '../../errors.ts'
 import type { Logger } from '../../logger.ts'
-import type { ChatChunk, ReasoningDetail } from '../../providers/types.ts'
 import {
   itemId,
   reasoningItem,
@@ -14,6 +13,7 @@ import {
   type ResponseObject,
   type ResponsesUsage,
 } from './response.ts'
+import type { ChatChunk, ReasoningDetail } from '../../domain/chat.ts'
 
 // Chat chunks → the Responses API's typed stream events, each with its sequence_number.
 // https://platform.openai.com/docs/api-reference/responses-streaming

@@ -1,4 +1,4 @@
-import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
+import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
 import { addUpstreamEvents, newChunkMeta } from '../shared/stream.ts'
@@ -15,6 +15,7 @@ import {
   nativeAnthropicOf,
   parseAnthropicEvent,
 } from './wire.ts'
+import type { ChatChunk } from '../../domain/chat.ts'
 
 // The only file of the Anthropic folder that does I/O.
 

@@ -16,7 +16,6 @@ import {
   type ChatRequest,
   type ContentPart,
   type InstructionMessage,
-  type ReasoningDetail,
   type ToolChoice,
   type ToolMessage,
 } from '../types.ts'
@@ -32,6 +31,7 @@ import type {
   AnthropicToolChoice,
 } from './wire.ts'
 import { nativeAnthropicOf } from './wire.ts'
+import type { ReasoningDetail } from '../../domain/chat.ts'
 
 // OpenAI chat request → Anthropic Messages request. Pure: throws a 400 GatewayError for what the
 // client sent that Anthropic cannot do; the provider table in docs/operators/providers.md lists each field's fate.

@@ -1,7 +1,7 @@
-import type { ChatCompletion, FinishReason, ReasoningDetail, ToolCall, Usage } from '../types.ts'
 import type { ChunkMeta } from '../shared/stream.ts'
 import { ANTHROPIC_REASONING_FORMAT } from './request.ts'
 import type { AnthropicMessage, AnthropicStopDetails, AnthropicUsage } from './wire.ts'
+import type { ChatCompletion, FinishReason, ReasoningDetail, ToolCall, Usage } from '../../domain/chat.ts'
 
 // Anthropic Message → OpenAI chat completion. Pure.
 

@@ -1,4 +1,3 @@
-import type { ChatChunk, FinishReason, ReasoningDetail, Usage } from '../types.ts'
 import { deltaChunk, usageChunk, type ChunkDelta, type ChunkMeta } from '../shared/stream.ts'
 import {
   estimateTokens,
@@ -11,6 +10,7 @@ import {
   type TranslateOptions,
 } from './response.ts'
 import type { AnthropicEvent, AnthropicResponseBlock, AnthropicStopDetails, AnthropicUsage } from './wire.ts'
+import type { ChatChunk, FinishReason, ReasoningDetail, Usage } from '../../domain/chat.ts'
 
 // Anthropic stream events → OpenAI chunks, as they arrive. Pure apart from the state it keeps.
 // Sequence: message_start, then per content block content_block_start / _delta… / _stop, then

@@ -1,5 +1,5 @@
 import type { Pcm } from './audio.ts'
-import type { SpeechInput } from './types.ts'
+import type { SpeechInput } from '../../domain/media.ts'
 
 // What a speech task used, in every unit a speech price can be given in: the characters of the text
 // the client sent (prompt and style instructions, as both are sent upstream) and the audio tokens of

@@ -1,8 +1,8 @@
 import { z } from 'zod'
-import type { SpeechInput, VideoAInput } from '../async-media/types.ts'
-import type { BillableUsage } from '../../billing/prices.ts'
 import type { Pcm } from '../async-media/audio.ts'
 import { audioTokensOf } from '../async-media/usage.ts'
+import type { SpeechInput, VideoAInput } from '../../domain/media.ts'
+import type { BillableUsage } from '../../domain/prices.ts'
 
 // Gemini's media generation, pure translation (no I/O; media.ts does the calls):
 // - speech: `generateContent` on a TTS model with `responseModalities: ["AUDIO"]` and a prebuilt voice

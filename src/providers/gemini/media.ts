@@ -2,14 +2,7 @@ import { invalidRequest } from '../../errors.ts'
 import { encodeAudio } from '../async-media/audio.ts'
 import { downloadOutput } from '../async-media/download.ts'
 import { speechCharacters } from '../async-media/usage.ts'
-import type {
-  JsonValue,
-  MediaAdapter,
-  MediaCall,
-  MediaJob,
-  MediaStep,
-  VideoAInput,
-} from '../async-media/types.ts'
+import type { MediaAdapter, MediaCall, MediaJob, MediaStep } from '../async-media/types.ts'
 import { malformedUpstream, readJson } from '../http.ts'
 import { requestChecked } from '../shared/upstream.ts'
 import { fromGeminiError } from './errors.ts'
@@ -23,6 +16,7 @@ import {
   type FetchedImages,
   type VeoImage,
 } from './media-wire.ts'
+import type { JsonValue, VideoAInput } from '../../domain/media.ts'
 
 // Gemini's media models as predictions: speech generation (synchronous: `submit` answers `done`, the
 // PCM encoded to the asked format) and Veo video (a long-running operation: `submit` starts it, `poll`

@@ -1,15 +1,15 @@
+import type { EmbeddingsRequest } from '../types.ts'
+import type { ChunkMeta } from '../shared/stream.ts'
+import { GEMINI_REASONING_FORMAT, toolCallId } from './request.ts'
+import type { GeminiEmbedResponse, GeminiResponse, GeminiResponsePart, GeminiUsage } from './wire.ts'
 import type {
   ChatCompletion,
-  EmbeddingsRequest,
   EmbeddingsResponse,
   FinishReason,
   ReasoningDetail,
   ToolCall,
   Usage,
-} from '../types.ts'
-import type { ChunkMeta } from '../shared/stream.ts'
-import { GEMINI_REASONING_FORMAT, toolCallId } from './request.ts'
-import type { GeminiEmbedResponse, GeminiResponse, GeminiResponsePart, GeminiUsage } from './wire.ts'
+} from '../../domain/chat.ts'
 
 // Gemini GenerateContentResponse → OpenAI shapes. Pure. A blocking answer and a stream go through the
 // same part reader, so both give the same content, tool call ids and reasoning_details.

@@ -1,5 +1,4 @@
 import { deltaChunk, usageChunk, type ChunkDelta, type ChunkMeta } from '../shared/stream.ts'
-import type { ChatChunk, FinishReason, Usage } from '../types.ts'
 import {
   flushThought,
   mapFinishReason,
@@ -14,6 +13,7 @@ import {
 import { toolCallId } from './request.ts'
 import { createArgsAssembler, type ArgsAssembler } from './stream-args.ts'
 import type { GeminiResponse, GeminiResponsePart, GeminiUsage } from './wire.ts'
+import type { ChatChunk, FinishReason, Usage } from '../../domain/chat.ts'
 
 // Gemini stream (`streamGenerateContent?alt=sse`) → OpenAI chunks, as they arrive. Each event is a
 // whole GenerateContentResponse holding the next parts; a function call usually comes whole in one

@@ -1,6 +1,7 @@
-import type { ChatChunk, ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
+import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
 import { finishInTurns } from '../../turns.ts'
 import { mockChatChunks, mockChatCompletion, mockEmbeddingsSteps, mockReply } from './reply.ts'
+import type { ChatChunk } from '../../domain/chat.ts'
 
 export interface MockAdapterOptions {
   /** Epoch milliseconds; `created` is derived from it. */

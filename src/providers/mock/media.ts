@@ -1,8 +1,6 @@
 import { createHash } from 'node:crypto'
-import type { BillableUsage } from '../../billing/prices.ts'
 import { encodeAudio, type Pcm } from '../async-media/audio.ts'
 import type {
-  JsonValue,
   MediaAdapter,
   MediaCall,
   MediaJob,
@@ -13,6 +11,8 @@ import type {
 import { AUDIO_TOKENS_PER_SECOND, audioTokensOf, speechCharacters } from '../async-media/usage.ts'
 import { renderTestVideo } from '../async-media/video.ts'
 import { encodePng } from './png.ts'
+import type { JsonValue } from '../../domain/media.ts'
+import type { BillableUsage } from '../../domain/prices.ts'
 
 // The mock provider's media models (predictions): real files without a network, for tests and demos.
 // A job is "ready" a delay after submission; its state is JSON (the time it is ready), stored with the

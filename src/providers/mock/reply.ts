@@ -3,18 +3,15 @@ import { GatewayError } from '../../errors.ts'
 import { finishNow, type Sliced } from '../../turns.ts'
 import { allowedToolName } from '../shared/request.ts'
 import { sampleFromSchema } from './schema-instance.ts'
+import type { ChatMessage, ChatRequest, EmbeddingsRequest, FunctionTool } from '../types.ts'
 import type {
   ChatChunk,
   ChatCompletion,
-  ChatMessage,
-  ChatRequest,
-  EmbeddingsRequest,
   EmbeddingsResponse,
   FinishReason,
-  FunctionTool,
   ToolCall,
   Usage,
-} from '../types.ts'
+} from '../../domain/chat.ts'
 
 // The built-in `mock` provider: answers computed from the request alone, so the gateway runs (and
 // tests run) with no keys and no network. Same request → byte-identical answer, except `created`.

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { invalidRequest } from '../../errors.ts'
-import type { ImageInput } from '../async-media/types.ts'
+import type { ImageInput } from '../../domain/media.ts'
 
 // OpenAI's image generation (POST /v1/images/generations,
 // https://platform.openai.com/docs/api-reference/images/create): the request sent, the response

@@ -1,7 +1,6 @@
-import type { ChatChunk, ChatCompletion, EmbeddingsResponse, FinishReason } from '../types.ts'
-import type { OpenAIChunk, OpenAICompletion } from './wire.ts'
+import type { OpenAIChunk, OpenAICompletion, openAIEmbeddingsSchema } from './wire.ts'
 import type { z } from 'zod'
-import type { openAIEmbeddingsSchema } from './wire.ts'
+import type { ChatChunk, ChatCompletion, EmbeddingsResponse, FinishReason } from '../../domain/chat.ts'
 
 const finishReasons = new Set<FinishReason>([
   'stop',

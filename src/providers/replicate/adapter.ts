@@ -1,5 +1,5 @@
 import { downloadOutput } from '../async-media/download.ts'
-import type { JsonValue, MediaAdapter, MediaCall, MediaJob, MediaStep } from '../async-media/types.ts'
+import type { MediaAdapter, MediaCall, MediaJob, MediaStep } from '../async-media/types.ts'
 import { malformedUpstream, readJson } from '../http.ts'
 import { requestChecked } from '../shared/upstream.ts'
 import { fromReplicateError } from './errors.ts'
@@ -14,6 +14,7 @@ import {
   type ReplicateJobState,
 } from './response.ts'
 import { replicatePredictionSchema, type ReplicatePrediction } from './wire.ts'
+import type { JsonValue } from '../../domain/media.ts'
 
 // Replicate predictions (https://replicate.com/docs/reference/http): create with POST, poll with GET
 // on the prediction's `urls.get`, cancel with POST on `urls.cancel`; each output URL is downloaded as

@@ -1,6 +1,7 @@
 import { GatewayError, invalidRequest } from '../../errors.ts'
-import type { MediaJob, VideoCInput } from '../async-media/types.ts'
+import type { MediaJob } from '../async-media/types.ts'
 import type { ReplicatePredictionRequest } from './wire.ts'
+import type { VideoCInput } from '../../domain/media.ts'
 
 // Junction's prediction input → the input fields of each Replicate model. Replicate takes the URL of
 // an image input as it is and fetches it itself, so client URLs (first frames, references) are passed

@@ -1,8 +1,9 @@
-import type { BillableUsage } from '../../billing/prices.ts'
 import { scrubSecrets } from '../http.ts'
 import { isOnOrigin } from '../async-media/download.ts'
-import type { JsonValue, MediaJob, MediaKind } from '../async-media/types.ts'
+import type { MediaJob } from '../async-media/types.ts'
 import type { ReplicatePrediction } from './wire.ts'
+import type { JsonValue, MediaKind } from '../../domain/media.ts'
+import type { BillableUsage } from '../../domain/prices.ts'
 
 // A Replicate prediction → what the task runner makes of it: still running, finished with these
 // output URLs (the adapter downloads them), or failed. Pure: no I/O here.

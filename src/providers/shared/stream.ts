@@ -1,4 +1,4 @@
-import type { ChatChunk, FinishReason, Usage } from '../types.ts'
+import type { ChatChunk, FinishReason, Usage } from '../../domain/chat.ts'
 
 // The OpenAI chunks every stream translator builds the same way, whatever its upstream protocol. Pure.
 

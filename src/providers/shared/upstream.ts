@@ -8,8 +8,9 @@ import {
   requestUpstream,
   type UpstreamResponse,
 } from '../http.ts'
-import type { ChatChunk, UpstreamCall } from '../types.ts'
+import type { UpstreamCall } from '../types.ts'
 import { carriesAnswer } from './stream.ts'
+import type { ChatChunk } from '../../domain/chat.ts'
 
 // The I/O every protocol's adapter.ts does the same way: a post whose error status becomes the
 // protocol's GatewayError, and the loop over a stream of JSON events. The protocol passes in what

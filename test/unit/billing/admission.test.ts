@@ -12,12 +12,13 @@ import {
   type MeteringDeps,
 } from '../../../src/billing/metering.ts'
 import { usd } from '../../../src/billing/money.ts'
-import { compilePrice, type PriceTable } from '../../../src/billing/prices.ts'
+import { compilePrice } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
-import type { Deployment } from '../../../src/routing/model-table.ts'
 import { createMemoryStore } from '../../../src/store/memory.ts'
 import type { Account, Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
+import type { Deployment } from '../../../src/domain/models.ts'
+import type { PriceTable } from '../../../src/domain/prices.ts'
 
 // Admission and settlement at their boundaries, with exact figures.
 

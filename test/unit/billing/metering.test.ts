@@ -13,10 +13,10 @@ import { compilePrice } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
 import { beginGeneration, type GenerationDeps } from '../../../src/inference/generation.ts'
 import { createRenewals } from '../../../src/inference/renewals.ts'
-import type { Deployment, ServedModel } from '../../../src/routing/model-table.ts'
 import { createMemoryStore } from '../../../src/store/memory.ts'
 import type { GenerationRecord } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
+import type { Deployment, ServedModel } from '../../../src/domain/models.ts'
 
 const deployment = (provider: string, prompt: number, completion: number): Deployment => ({
   id: provider,

@@ -1,6 +1,7 @@
 import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
-import { loadConfig, type RoutingConfig } from '../../../src/config.ts'
+import { loadConfig } from '../../../src/config.ts'
+import type { RoutingConfig } from '../../../src/routing/config.ts'
 import { GatewayError, UpstreamError } from '../../../src/errors.ts'
 import { backoffMs, retryAfterMs, tryCandidates } from '../../../src/inference/attempts.ts'
 import type { Generation, Outcome } from '../../../src/inference/generation.ts'

@@ -2,15 +2,16 @@ import { pino } from 'pino'
 import { describe, expect, it, vi } from 'vitest'
 import { createMeteringStats } from '../../../src/billing/metering.ts'
 import { usd } from '../../../src/billing/money.ts'
-import { compilePrice, type PriceTable } from '../../../src/billing/prices.ts'
+import { compilePrice } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
 import { beginGeneration, type GenerationDeps, type Outcome } from '../../../src/inference/generation.ts'
 import { createRenewals } from '../../../src/inference/renewals.ts'
 import { createMetrics } from '../../../src/metrics.ts'
-import type { Deployment, ServedModel } from '../../../src/routing/model-table.ts'
 import { createMemoryStore } from '../../../src/store/memory.ts'
 import type { Account } from '../../../src/store/types.ts'
 import { accountFixture } from '../../contract/store.ts'
+import type { Deployment, ServedModel } from '../../../src/domain/models.ts'
+import type { PriceTable } from '../../../src/domain/prices.ts'
 
 // One generation's life with exact figures: what is held, what is charged and recorded, what is
 // counted in the metrics, and what happens when settling fails.

@@ -10,7 +10,8 @@ import {
   upstreamEventsOf,
 } from '../../../src/providers/shared/stream.ts'
 import { translateSse, type StreamStep } from '../../../src/providers/shared/upstream.ts'
-import type { ChatChunk, UpstreamCall } from '../../../src/providers/types.ts'
+import type { UpstreamCall } from '../../../src/providers/types.ts'
+import type { ChatChunk } from '../../../src/domain/chat.ts'
 
 // The loop every protocol's stream runs through: which chunks come out together, and what happens
 // around the end marker and a failure. The body is given as the pieces an upstream read would return.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import type { EmbeddingsResponse } from '../../../src/providers/types.ts'
 import { embeddingsJsonSteps, SERIALIZE_UNITS_PER_CHECKPOINT } from '../../../src/routes/embeddings.ts'
 import { finishNow } from '../../../src/turns.ts'
+import type { EmbeddingsResponse } from '../../../src/domain/chat.ts'
 
 const answer = (inputs: number, dims: number): EmbeddingsResponse => ({
   object: 'list',

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
-import type { MediaFamily } from '../../../src/providers/async-media/types.ts'
 import {
   SPEECH_LANGUAGES,
   SPEECH_VOICES,
   parseMediaInput,
   parsePredictionRequest,
 } from '../../../src/schemas/predictions.ts'
+import type { MediaFamily } from '../../../src/domain/media.ts'
 
 // Every input rule of docs/design/api-contract.md (generic image and video, the speech model, video models A, B and C),
 // checked by the parser the route uses: a violation is a 400 naming `input.<field>`; defaults are

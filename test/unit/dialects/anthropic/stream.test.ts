@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest'
 import { createEventTranslator } from '../../../../src/dialects/anthropic/stream.ts'
 import { createChunkTranslator } from '../../../../src/providers/anthropic/stream.ts'
 import { parseAnthropicEvent, type AnthropicEvent } from '../../../../src/providers/anthropic/wire.ts'
-import type { ChatChunk } from '../../../../src/providers/types.ts'
 import { rebuildMessage } from '../../../support/anthropic-events.ts'
 import { readSseFixture } from '../../../support/fixtures.ts'
+import type { ChatChunk } from '../../../../src/domain/chat.ts'
 
 const meta = { id: 'gen-1', model: 'anthropic/claude-sonnet-4-5' }
 

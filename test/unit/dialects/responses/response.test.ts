@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { fromEncryptedContent } from '../../../../src/dialects/responses/request.ts'
 import { responseId, toResponse, type ResponseMeta } from '../../../../src/dialects/responses/response.ts'
-import type { ChatCompletion } from '../../../../src/providers/types.ts'
 import { parseResponsesRequest } from '../../../../src/schemas/responses.ts'
 import { readJsonFixture } from '../../../support/fixtures.ts'
+import type { ChatCompletion } from '../../../../src/domain/chat.ts'
 
 const meta: ResponseMeta = {
   id: 'resp_abc',

@@ -3,7 +3,6 @@ import { GatewayError } from '../../../../src/errors.ts'
 import { createLogger } from '../../../../src/logger.ts'
 import { createChunkTranslator } from '../../../../src/providers/anthropic/stream.ts'
 import { parseAnthropicEvent } from '../../../../src/providers/anthropic/wire.ts'
-import type { ChatChunk } from '../../../../src/providers/types.ts'
 import { fromEncryptedContent } from '../../../../src/dialects/responses/request.ts'
 import type { ResponseMeta } from '../../../../src/dialects/responses/response.ts'
 import {
@@ -13,6 +12,7 @@ import {
 } from '../../../../src/dialects/responses/stream.ts'
 import { parseResponsesRequest } from '../../../../src/schemas/responses.ts'
 import { readFixture, readSseFixture } from '../../../support/fixtures.ts'
+import type { ChatChunk } from '../../../../src/domain/chat.ts'
 
 const meta: ResponseMeta = {
   id: 'resp_abc',

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { createChunkTranslator } from '../../../../src/providers/anthropic/stream.ts'
 import { parseAnthropicEvent, type AnthropicEvent } from '../../../../src/providers/anthropic/wire.ts'
-import type { ChatChunk } from '../../../../src/providers/types.ts'
 import { reassemble } from '../../../support/chunks.ts'
 import { readSseFixture } from '../../../support/fixtures.ts'
+import type { ChatChunk } from '../../../../src/domain/chat.ts'
 
 const meta = { id: '', model: 'claude-sonnet-4-5', created: 1_700_000_000 }
 

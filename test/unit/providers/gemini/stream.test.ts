@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest'
 import { fromGeminiResponse } from '../../../../src/providers/gemini/response.ts'
 import { createChunkTranslator } from '../../../../src/providers/gemini/stream.ts'
 import { geminiResponseSchema, type GeminiResponse } from '../../../../src/providers/gemini/wire.ts'
-import type { ChatChunk } from '../../../../src/providers/types.ts'
 import { reassemble } from '../../../support/chunks.ts'
 import { readJsonFixture, readSseFixture } from '../../../support/fixtures.ts'
+import type { ChatChunk } from '../../../../src/domain/chat.ts'
 
 const meta = { id: '', model: 'gemini-2.5-flash', created: 1_700_000_000 }
 

@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createLogger } from '../../../../src/logger.ts'
 import { createMockAdapter } from '../../../../src/providers/mock/adapter.ts'
 import { mockChatChunks, mockChatCompletion, mockEmbeddings } from '../../../../src/providers/mock/reply.ts'
-import type { ChatChunk, ChatRequest, UpstreamCall } from '../../../../src/providers/types.ts'
+import type { ChatRequest, UpstreamCall } from '../../../../src/providers/types.ts'
+import type { ChatChunk } from '../../../../src/domain/chat.ts'
 
 const now = 1_700_000_000_000
 const hello: ChatRequest = { model: 'mock/mock-chat', messages: [{ role: 'user', content: 'Hello there' }] }

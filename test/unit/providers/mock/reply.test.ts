@@ -12,7 +12,8 @@ import {
   mockEmbeddings,
 } from '../../../../src/providers/mock/reply.ts'
 import { sampleFromSchema } from '../../../../src/providers/mock/schema-instance.ts'
-import type { ChatChunk, ChatRequest, FunctionTool } from '../../../../src/providers/types.ts'
+import type { ChatRequest, FunctionTool } from '../../../../src/providers/types.ts'
+import type { ChatChunk } from '../../../../src/domain/chat.ts'
 
 const model = 'mock-chat'
 const now = 1_700_000_000_123

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest'
-import type { ImageInput } from '../../../../src/providers/async-media/types.ts'
 import {
   openAIImagesResponseSchema,
   reportedSize,
@@ -10,6 +9,7 @@ import {
 } from '../../../../src/providers/openai-compat/images-wire.ts'
 import { readJsonFixture } from '../../../support/fixtures.ts'
 import { thrownGatewayError } from '../../../support/errors.ts'
+import type { ImageInput } from '../../../../src/domain/media.ts'
 
 const input = (over: Partial<ImageInput> = {}): ImageInput => ({
   prompt: 'a red bicycle',
