@@ -5,7 +5,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify'
-import { admitKey, authenticate } from './auth.ts'
+import { admitKey, authenticate, createConsoleSessions, deriveSessionSecret } from './auth/index.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
 import {
@@ -41,7 +41,6 @@ import { operatorRoutes } from './routes/operator.ts'
 import { reportsRoutes } from './routes/reports.ts'
 import { loadConsoleAssets } from './console/assets.ts'
 import { consoleRoutes } from './console/routes.ts'
-import { createConsoleSessions, deriveSessionSecret } from './console/session.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -16,7 +16,7 @@ import type { ChatChunk, ChatCompletion, ChatRequest, Usage } from '../providers
 import type { Health } from '../routing/health.ts'
 import type { Candidate, Router } from '../routing/router.ts'
 import type { Account, ApiKeyRecord, AttemptRecord, GenerationRecord } from '../store/types.ts'
-import { assertModelAllowed, modelAllowed } from '../auth.ts'
+import { assertModelAllowed, modelAllowed } from '../auth/index.ts'
 import type { Metrics } from '../metrics.ts'
 import { addUpstreamEvents, carriesAnswer, upstreamEventsOf } from '../providers/shared/stream.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'

@@ -15,7 +15,7 @@ import type { Account, ApiKeyRecord, Store } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
 import { taskCostBound } from './billing.ts'
 import { toPredictionBody, type PredictionBody } from './body.ts'
-import { outputUrl } from './outputs.ts'
+import { outputUrl } from '../auth/index.ts'
 
 // Creating, reading and cancelling predictions (routes/predictions.ts is the HTTP side). Creation
 // checks everything before anything reaches an upstream (model, input rules, webhook address), routes

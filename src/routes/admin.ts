@@ -1,4 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { requireOperator } from '../auth/index.ts'
 import { createKeyService } from '../keys/service.ts'
 import { adminCreateKeyBody, noticesBody, toKeyBody, toNoticesBody } from '../schemas/keys.ts'
 import { setNotices } from '../keys/notices.ts'
@@ -77,32 +78,6 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
   const r = schema.safeParse(value === undefined ? {} : value, { reportInput: true })
   if (!r.success) throw fromZodError(r.error)
   return r.data
-}
-
-const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
-
-/** An onRequest hook that lets only the admin key through (401 `invalid_admin_key` otherwise). */
-export function requireAdminKey(adminKey: string): (request: FastifyRequest) => Promise<void> {
-  const expected = digest(adminKey)
-  return async (request) => {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
-    // Digests have equal length, so the comparison is constant-time whatever was sent.
-    if (!m?.[1] || !timingSafeEqual(digest(m[1]), expected)) {
-      throw new GatewayError('invalid_admin_key', 'a valid admin key is required')
-    }
-  }
-}
-
-/** requireAdminKey, or another credential of the operator (`allow`: the console's session) first. */
-export function requireOperator(
-  adminKey: string,
-  allow?: (request: FastifyRequest) => Promise<boolean>,
-): (request: FastifyRequest) => Promise<void> {
-  const checkAdminKey = requireAdminKey(adminKey)
-  return async (request) => {
-    if (allow && (await allow(request))) return
-    await checkAdminKey(request)
-  }
 }
 
 export const adminRoutes: FastifyPluginAsync<{

@@ -1,16 +1,16 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
-import { hashKey } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import type { Account, ApiKeyRecord, KeyLookup, Store } from '../store/types.ts'
+import { hashKey } from './keys.ts'
 import {
+  checkSession,
   csrfToken,
   isCsrfToken,
   readCookie,
   signSession,
-  verifySession,
   type SessionClaims,
-} from './token.ts'
+} from './session-token.ts'
 
 // Console sessions: a key is exchanged once for a signed, short-lived token in an HttpOnly cookie,
 // and that cookie (with the CSRF header on state-changing calls) is a credential of the API routes.
@@ -95,9 +95,11 @@ export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSession
     key.disabled !== true && (key.expiresAt === undefined || key.expiresAt === null || key.expiresAt > now)
 
   async function verify(token: string): Promise<SessionFound> {
-    const claims = verifySession(secret, token)
-    if (!claims) throw new GatewayError('invalid_session', 'invalid console session: sign in again')
-    if (claims.exp <= o.now()) {
+    const claims = checkSession(secret, token, o.now())
+    if (claims === 'invalid') {
+      throw new GatewayError('invalid_session', 'invalid console session: sign in again')
+    }
+    if (claims === 'expired') {
       throw new GatewayError('session_expired', 'the console session has expired: sign in again')
     }
     if (await isRevoked(claims.sid)) {
