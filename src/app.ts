@@ -81,10 +81,30 @@ const isStream = (payload: unknown): payload is NodeJS.ReadableStream =>
 /** Connections of one account (or of requests without one) lingering at once, at most. */
 const LINGER_SLOTS_PER_ACCOUNT = 4
 
+type ServerConfig = Deps['config']['server']
+/** Writes a request's one log line and its metrics, once (later calls do nothing). */
+type RequestLogger = (request: FastifyRequest, reply: FastifyReply) => void
+
 /** Builds the HTTP app. Never listens: server.ts does, tests use inject or listen on port 0. */
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   const server = deps.config.server
-  const app = Fastify({
+  const app = createFastify(deps)
+  decorateApp(app, server)
+  registerJsonBodyParser(app, server)
+  const logRequest = createRequestLogger(deps)
+  trackEachRequest(app, deps, logRequest)
+  watchSlowBodies(app, server)
+  setErrorHandlers(app)
+  logEachRequest(app, logRequest)
+  registerCors(app, server.cors)
+  await registerRoutes(app, deps)
+  return app
+}
+
+/** The Fastify instance with the server's limits and timeouts, request ids and framework errors. */
+function createFastify(deps: Deps): FastifyInstance {
+  const server = deps.config.server
+  return Fastify({
     loggerInstance: deps.log as FastifyBaseLogger,
     bodyLimit: server.bodyLimitBytes,
     keepAliveTimeout: server.keepAliveTimeoutMs,
@@ -111,12 +131,16 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && requestIdPattern.test(given) ? given : deps.ids.request()
     },
-    // The drain check below answers with the error envelope instead.
+    // The drain check (trackEachRequest) answers with the error envelope instead.
     return503OnClosing: false,
-    // One line per request, written in onResponse below, instead of Fastify's two.
+    // One line per request, written by createRequestLogger's logger, instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { ignoreTrailingSlash: true },
   })
+}
+
+/** The request's account, key and facts; the app's linger slots, connection counts and body budget. */
+function decorateApp(app: FastifyInstance, server: ServerConfig): void {
   app.decorateRequest('account', null as never)
   app.decorateRequest('apiKey', null as never)
   app.decorateRequest('junction', null as never)
@@ -129,6 +153,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     'bodyBudget',
     createBodyBudget(server.maxBufferedBodyBytes, server.maxBufferedBodyBytesPerAccount),
   )
+}
+
+function registerJsonBodyParser(app: FastifyInstance, server: ServerConfig): void {
   // Every body the API takes is JSON (multipart is added per route); plain text is a 415.
   app.removeContentTypeParser('text/plain')
   app.removeContentTypeParser('application/json')
@@ -140,7 +167,13 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       budget: app.bodyBudget,
     }),
   )
+}
 
+/**
+ * Every request: its id header and facts, the in-flight count server.ts drains, the client gone before
+ * the answer's end (aborted, logged once its body closes), and the 503 while draining.
+ */
+function trackEachRequest(app: FastifyInstance, deps: Deps, logRequest: RequestLogger): void {
   const decrementInFlight = (): void => {
     deps.lifecycle.inFlight--
   }
@@ -171,10 +204,14 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     }
     done()
   })
+}
 
-  // A body that stops arriving, or arrives slower than the floor, is cut: requestTimeoutMs bounds the
-  // whole request, this its silences and its trickles. Checked after auth and admission, so only
-  // bodies a client was allowed to send are watched.
+/**
+ * A body that stops arriving, or arrives slower than the floor, is cut: requestTimeoutMs bounds the
+ * whole request, this its silences and its trickles. Checked after auth and admission, so only
+ * bodies a client was allowed to send are watched.
+ */
+function watchSlowBodies(app: FastifyInstance, server: ServerConfig): void {
   const bodyWatch = {
     idleMs: server.bodyIdleTimeoutMs,
     minBytesPerSecond: server.bodyMinBytesPerSecond,
@@ -193,7 +230,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     }
     done(null, payload)
   })
+}
 
+/** The error envelope for every error, and 404 / 405 for paths and methods no route has. */
+function setErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((err, request, reply) => {
     const e = prepareErrorReply(err, request, reply)
     if (e === null) return reply
@@ -216,11 +256,15 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     const e = new GatewayError('route_not_found', `no route for ${request.method} ${path}`)
     return reply.code(404).send(toErrorBody(e, request.id))
   })
+}
 
-  // The request's one log line (info) and its metrics, once its answer ended or was cut: from
-  // onResponse when the answer was written whole; for a client gone first (Fastify runs no onResponse
-  // then), as status 499 once the route is done with it (the generation settled, see onRequest).
-  const logRequest = (request: FastifyRequest, reply: FastifyReply): void => {
+/**
+ * The request's one log line (info) and its metrics, once its answer ended or was cut: from
+ * onResponse when the answer was written whole; for a client gone first (Fastify runs no onResponse
+ * then), as status 499 once the route is done with it (the generation settled, see trackEachRequest).
+ */
+function createRequestLogger(deps: Deps): RequestLogger {
+  return (request, reply) => {
     // Facts are set by onRequest; a request refused before it (a malformed URL) has none.
     const facts = (request.junction ??= {})
     if (facts.logged) return
@@ -254,6 +298,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       'request',
     )
   }
+}
+
+/** When a request's line is written: at onResponse, or for a client gone first, once the route is done. */
+function logEachRequest(app: FastifyInstance, logRequest: RequestLogger): void {
   app.addHook('onResponse', (request, reply, done) => {
     logRequest(request, reply)
     done()
@@ -266,8 +314,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     else if (facts && isStream(payload)) facts.body = payload
     done(null, payload)
   })
+}
 
-  registerCors(app, server.cors)
+/** The route plugins, the one list, each behind its credential. */
+async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<void> {
   // The browser console: its session cookie is also a credential of the /v1 and admin routes.
   const consoleConfig = deps.config.console
   const sessions = consoleConfig.enabled
@@ -311,5 +361,4 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(responsesRoutes, { deps })
     await api.register(reportsRoutes, { deps })
   })
-  return app
 }
