@@ -5,7 +5,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify'
-import { admitKey, authenticate, createConsoleSessions, deriveSessionSecret } from './auth/index.ts'
+import { createConsoleSessions, deriveSessionSecret, requireAccountKey } from './auth/index.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
 import {
@@ -345,12 +345,7 @@ async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<void> {
   await app.register(messagesRoutes, { deps })
   // Everything under /v1 and /routed needs an account.
   await app.register(async (api) => {
-    api.addHook('onRequest', async (request) => {
-      admitKey(
-        request,
-        (await sessions?.keyFor(request)) ?? (await authenticate(request, deps.store.accounts, deps.now())),
-      )
-    })
+    api.addHook('onRequest', requireAccountKey(deps.store.accounts, deps.now, sessions?.keyFor))
     await api.register(chatRoutes, { deps })
     await api.register(embeddingsRoutes, { deps })
     await api.register(filesRoutes, { deps })

@@ -14,6 +14,7 @@ export {
   hashKey,
   KEY_PREFIX_LENGTH,
   modelAllowed,
+  requireAccountKey,
   type KeyRole,
 } from './keys.ts'
 export { adminKeyCheck, requireAdminKey, requireOperator } from './admin-key.ts'

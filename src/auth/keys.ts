@@ -103,6 +103,20 @@ export function admitKey(request: FastifyRequest, found: KeyLookup): void {
   }
 }
 
+/**
+ * The onRequest hook of the account routes (/v1, /routed): the key of the request's console session
+ * (`fromSession`, when the console is on) first, else the bearer key; then admitKey judges its role.
+ */
+export function requireAccountKey(
+  accounts: AccountStore,
+  now: () => number,
+  fromSession?: (request: FastifyRequest) => Promise<KeyLookup | null>,
+): (request: FastifyRequest) => Promise<void> {
+  return async (request) => {
+    admitKey(request, (await fromSession?.(request)) ?? (await authenticate(request, accounts, now())))
+  }
+}
+
 /** Whether `slug` is one of the key's allowed models: a slug, or a pattern where `*` stands for anything. */
 export function modelAllowed(key: ApiKeyRecord | undefined, slug: string): boolean {
   const allowed = key?.allowedModels
