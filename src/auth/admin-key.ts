@@ -8,16 +8,21 @@ import { bearer } from './keys.ts'
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
 
+/** Whether a key is the admin key. Digests have equal length, so the comparison is constant-time. */
+export function adminKeyMatcher(adminKey: string): (key: string) => boolean {
+  const expected = digest(adminKey)
+  return (key) => timingSafeEqual(digest(key), expected)
+}
+
 /**
  * A check of `Authorization` headers against the admin key: true only for `Bearer <the admin key>`.
  * Pure: the key is given, the header is the only input.
  */
 export function adminKeyCheck(adminKey: string): (authorization: string | undefined) => boolean {
-  const expected = digest(adminKey)
+  const isAdminKey = adminKeyMatcher(adminKey)
   return (authorization) => {
     const m = bearer.exec(authorization ?? '')
-    // Digests have equal length, so the comparison is constant-time whatever was sent.
-    return m?.[1] !== undefined && m[1] !== '' && timingSafeEqual(digest(m[1]), expected)
+    return m?.[1] !== undefined && m[1] !== '' && isAdminKey(m[1])
   }
 }
 

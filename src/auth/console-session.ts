@@ -1,7 +1,8 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHmac, randomBytes } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.ts'
 import type { Account, ApiKeyRecord, KeyLookup, Store } from '../store/types.ts'
+import { adminKeyMatcher } from './admin-key.ts'
 import { hashKey } from './keys.ts'
 import {
   checkSession,
@@ -71,11 +72,9 @@ export function deriveSessionSecret(configured: string | undefined, signingKey: 
   return configured ?? createHmac('sha256', signingKey).update('junction console session').digest()
 }
 
-const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
-
 export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSessions {
   const { store, secret, ttlMs } = o
-  const adminDigest = o.adminKey === undefined ? undefined : digest(o.adminKey)
+  const isAdminKey = o.adminKey === undefined ? undefined : adminKeyMatcher(o.adminKey)
   const adminTag =
     o.adminKey === undefined
       ? undefined
@@ -141,7 +140,7 @@ export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSession
       if (key.length === 0 || key.length > 512) throw refuse()
       const now = o.now()
       const base = { sid: randomBytes(18).toString('base64url'), iat: now, exp: now + ttlMs }
-      if (adminDigest && timingSafeEqual(digest(key), adminDigest)) {
+      if (isAdminKey?.(key) === true) {
         const claims: SessionClaims = { ...base, role: 'admin', admin: adminTag }
         return { token: signSession(secret, claims), claims, account: null, key: null }
       }

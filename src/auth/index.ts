@@ -17,7 +17,7 @@ export {
   requireAccountKey,
   type KeyRole,
 } from './keys.ts'
-export { adminKeyCheck, requireAdminKey, requireOperator } from './admin-key.ts'
+export { adminKeyCheck, adminKeyMatcher, requireAdminKey, requireOperator } from './admin-key.ts'
 export {
   assertOutputSignature,
   checkOutputSignature,

@@ -1,6 +1,11 @@
 import type { FastifyRequest } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { adminKeyCheck, requireAdminKey, requireOperator } from '../../../src/auth/admin-key.ts'
+import {
+  adminKeyCheck,
+  adminKeyMatcher,
+  requireAdminKey,
+  requireOperator,
+} from '../../../src/auth/admin-key.ts'
 import { GatewayError } from '../../../src/errors.ts'
 
 const withAuth = (authorization?: string): FastifyRequest =>
@@ -22,6 +27,14 @@ describe('the admin key', () => {
     expect(isAdminKey('adm-secret')).toBe(false)
     expect(isAdminKey('Bearer ')).toBe(false)
     expect(isAdminKey(undefined)).toBe(false)
+  })
+
+  it('a key (the console signs in with one) matches the admin key only when equal', () => {
+    const isAdminKey = adminKeyMatcher('adm-secret')
+    expect(isAdminKey('adm-secret')).toBe(true)
+    expect(isAdminKey('adm-secret ')).toBe(false)
+    expect(isAdminKey('')).toBe(false)
+    expect(isAdminKey('x'.repeat(10_000))).toBe(false)
   })
 
   it('as a hook: lets the admin key through, refuses anything else with 401 invalid_admin_key', async () => {
