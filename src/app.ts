@@ -5,7 +5,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify'
-import { admitKey, authenticate } from './auth.ts'
+import { createConsoleSessions, deriveSessionSecret, requireAccountKey } from './auth/index.ts'
 import type { Deps } from './deps.ts'
 import { GatewayError, toErrorBody, toGatewayError } from './errors.ts'
 import {
@@ -41,7 +41,6 @@ import { operatorRoutes } from './routes/operator.ts'
 import { reportsRoutes } from './routes/reports.ts'
 import { loadConsoleAssets } from './console/assets.ts'
 import { consoleRoutes } from './console/routes.ts'
-import { createConsoleSessions, deriveSessionSecret } from './console/session.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -82,10 +81,30 @@ const isStream = (payload: unknown): payload is NodeJS.ReadableStream =>
 /** Connections of one account (or of requests without one) lingering at once, at most. */
 const LINGER_SLOTS_PER_ACCOUNT = 4
 
+type ServerConfig = Deps['config']['server']
+/** Writes a request's one log line and its metrics, once (later calls do nothing). */
+type RequestLogger = (request: FastifyRequest, reply: FastifyReply) => void
+
 /** Builds the HTTP app. Never listens: server.ts does, tests use inject or listen on port 0. */
 export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   const server = deps.config.server
-  const app = Fastify({
+  const app = createFastify(deps)
+  decorateApp(app, server)
+  registerJsonBodyParser(app, server)
+  const logRequest = createRequestLogger(deps)
+  trackEachRequest(app, deps, logRequest)
+  watchSlowBodies(app, server)
+  setErrorHandlers(app)
+  logEachRequest(app, logRequest)
+  registerCors(app, server.cors)
+  await registerRoutes(app, deps)
+  return app
+}
+
+/** The Fastify instance with the server's limits and timeouts, request ids and framework errors. */
+function createFastify(deps: Deps): FastifyInstance {
+  const server = deps.config.server
+  return Fastify({
     loggerInstance: deps.log as FastifyBaseLogger,
     bodyLimit: server.bodyLimitBytes,
     keepAliveTimeout: server.keepAliveTimeoutMs,
@@ -112,12 +131,16 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && requestIdPattern.test(given) ? given : deps.ids.request()
     },
-    // The drain check below answers with the error envelope instead.
+    // The drain check (trackEachRequest) answers with the error envelope instead.
     return503OnClosing: false,
-    // One line per request, written in onResponse below, instead of Fastify's two.
+    // One line per request, written by createRequestLogger's logger, instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { ignoreTrailingSlash: true },
   })
+}
+
+/** The request's account, key and facts; the app's linger slots, connection counts and body budget. */
+function decorateApp(app: FastifyInstance, server: ServerConfig): void {
   app.decorateRequest('account', null as never)
   app.decorateRequest('apiKey', null as never)
   app.decorateRequest('junction', null as never)
@@ -130,6 +153,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     'bodyBudget',
     createBodyBudget(server.maxBufferedBodyBytes, server.maxBufferedBodyBytesPerAccount),
   )
+}
+
+function registerJsonBodyParser(app: FastifyInstance, server: ServerConfig): void {
   // Every body the API takes is JSON (multipart is added per route); plain text is a 415.
   app.removeContentTypeParser('text/plain')
   app.removeContentTypeParser('application/json')
@@ -141,7 +167,13 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       budget: app.bodyBudget,
     }),
   )
+}
 
+/**
+ * Every request: its id header and facts, the in-flight count server.ts drains, the client gone before
+ * the answer's end (aborted, logged once its body closes), and the 503 while draining.
+ */
+function trackEachRequest(app: FastifyInstance, deps: Deps, logRequest: RequestLogger): void {
   const decrementInFlight = (): void => {
     deps.lifecycle.inFlight--
   }
@@ -172,10 +204,14 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     }
     done()
   })
+}
 
-  // A body that stops arriving, or arrives slower than the floor, is cut: requestTimeoutMs bounds the
-  // whole request, this its silences and its trickles. Checked after auth and admission, so only
-  // bodies a client was allowed to send are watched.
+/**
+ * A body that stops arriving, or arrives slower than the floor, is cut: requestTimeoutMs bounds the
+ * whole request, this its silences and its trickles. Checked after auth and admission, so only
+ * bodies a client was allowed to send are watched.
+ */
+function watchSlowBodies(app: FastifyInstance, server: ServerConfig): void {
   const bodyWatch = {
     idleMs: server.bodyIdleTimeoutMs,
     minBytesPerSecond: server.bodyMinBytesPerSecond,
@@ -194,7 +230,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     }
     done(null, payload)
   })
+}
 
+/** The error envelope for every error, and 404 / 405 for paths and methods no route has. */
+function setErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((err, request, reply) => {
     const e = prepareErrorReply(err, request, reply)
     if (e === null) return reply
@@ -217,11 +256,15 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     const e = new GatewayError('route_not_found', `no route for ${request.method} ${path}`)
     return reply.code(404).send(toErrorBody(e, request.id))
   })
+}
 
-  // The request's one log line (info) and its metrics, once its answer ended or was cut: from
-  // onResponse when the answer was written whole; for a client gone first (Fastify runs no onResponse
-  // then), as status 499 once the route is done with it (the generation settled, see onRequest).
-  const logRequest = (request: FastifyRequest, reply: FastifyReply): void => {
+/**
+ * The request's one log line (info) and its metrics, once its answer ended or was cut: from
+ * onResponse when the answer was written whole; for a client gone first (Fastify runs no onResponse
+ * then), as status 499 once the route is done with it (the generation settled, see trackEachRequest).
+ */
+function createRequestLogger(deps: Deps): RequestLogger {
+  return (request, reply) => {
     // Facts are set by onRequest; a request refused before it (a malformed URL) has none.
     const facts = (request.junction ??= {})
     if (facts.logged) return
@@ -255,6 +298,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       'request',
     )
   }
+}
+
+/** When a request's line is written: at onResponse, or for a client gone first, once the route is done. */
+function logEachRequest(app: FastifyInstance, logRequest: RequestLogger): void {
   app.addHook('onResponse', (request, reply, done) => {
     logRequest(request, reply)
     done()
@@ -267,8 +314,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     else if (facts && isStream(payload)) facts.body = payload
     done(null, payload)
   })
+}
 
-  registerCors(app, server.cors)
+/** The route plugins, the one list, each behind its credential. */
+async function registerRoutes(app: FastifyInstance, deps: Deps): Promise<void> {
   // The browser console: its session cookie is also a credential of the /v1 and admin routes.
   const consoleConfig = deps.config.console
   const sessions = consoleConfig.enabled
@@ -296,12 +345,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   await app.register(messagesRoutes, { deps })
   // Everything under /v1 and /routed needs an account.
   await app.register(async (api) => {
-    api.addHook('onRequest', async (request) => {
-      admitKey(
-        request,
-        (await sessions?.keyFor(request)) ?? (await authenticate(request, deps.store.accounts, deps.now())),
-      )
-    })
+    api.addHook('onRequest', requireAccountKey(deps.store.accounts, deps.now, sessions?.keyFor))
     await api.register(chatRoutes, { deps })
     await api.register(embeddingsRoutes, { deps })
     await api.register(filesRoutes, { deps })
@@ -312,5 +356,4 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(responsesRoutes, { deps })
     await api.register(reportsRoutes, { deps })
   })
-  return app
 }

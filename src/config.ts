@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto'
+import { hashKey, KEY_PREFIX_LENGTH } from './auth/keys.ts'
 import { readFileSync } from 'node:fs'
 import { z } from 'zod'
 import { limitsSchema, resolveLimits, type LimitsConfig } from './billing/config.ts'
@@ -50,8 +50,6 @@ export interface Config {
 }
 
 export const DEV_KEY = 'sk-dev'
-/** How much of a key the admin API shows (issued keys and plain keys of the config file). */
-export const KEY_PREFIX_LENGTH = 10
 export const DEV_CREDITS_USD = 100
 
 /** The config file (GATEWAY_CONFIG): one block a slice. */
@@ -174,11 +172,6 @@ export const ENV_VARIABLES: readonly string[] = Object.keys(envSchema.shape)
 
 function describeZod(err: z.ZodError, prefix: string): string {
   return err.issues.map((i) => `${prefix}${formatPath(i.path) ?? '(root)'}: ${i.message}`).join('; ')
-}
-
-/** API keys are stored and looked up by their SHA-256, never in plain text. */
-export function hashKey(key: string): string {
-  return hash('sha256', key, 'hex')
 }
 
 /** The config file GATEWAY_CONFIG names, validated; every block's defaults when it names none. */

@@ -1,6 +1,7 @@
 import { canonicalJson } from './canonical-json.ts'
 import type { Logger as PinoLogger } from 'pino'
-import { DEV_KEY, hashKey, type Config } from './config.ts'
+import { hashKey } from './auth/index.ts'
+import { DEV_KEY, type Config } from './config.ts'
 import { ids as defaultIds, type Ids } from './ids.ts'
 import { everyInterval, startJobs, type BackgroundJob } from './jobs.ts'
 import { createLogger } from './logger.ts'

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { assertModelAllowed } from '../auth.ts'
+import { assertModelAllowed } from '../auth/keys.ts'
 import type { LimitsConfig } from './config.ts'
 import { GatewayError } from '../errors.ts'
 import type {

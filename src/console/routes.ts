@@ -1,10 +1,9 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { z } from 'zod'
+import { SESSION_COOKIE, type ConsoleSessions, type SessionClaims } from '../auth/index.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
 import type { ConsoleAssets } from './assets.ts'
-import { SESSION_COOKIE, type ConsoleSessions } from './session.ts'
-import type { SessionClaims } from './token.ts'
 import type { Account, ApiKeyRecord } from '../store/types.ts'
 
 // GET /console (the page), its assets, and the session: POST signs in with a key, GET tells who is

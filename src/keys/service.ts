@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { hashKey, KEY_PREFIX_LENGTH } from '../config.ts'
+import { hashKey, KEY_PREFIX_LENGTH } from '../auth/index.ts'
 import { GatewayError } from '../errors.ts'
 import type { CreateKeyBody } from '../schemas/keys.ts'
 import { toKeyPatch } from '../schemas/keys.ts'

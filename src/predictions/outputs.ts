@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { Logger } from 'pino'
 import type { FileStorage } from '../files/storage.ts'
@@ -6,48 +6,13 @@ import type { MediaOutput } from '../providers/async-media/types.ts'
 import type { OutputStore, StoredOutput, TaskOutputRef, TaskStore } from '../store/tasks.ts'
 
 // Hosted outputs of predictions (docs/design/decisions.md, Predictions): the gateway keeps the bytes an upstream
-// produced and hands out `GET /v1/outputs/{id}?expires=…&signature=…` URLs, signed with HMAC-SHA256 over
-// the id and the expiry, so they work without a bearer header and stop working after expiry. An
-// upstream's own URL (which may carry its credentials, or expire on the upstream's schedule) is never
-// handed out.
+// produced and hands out signed `GET /v1/outputs/{id}?expires=…&signature=…` URLs (their signing and
+// checking are in auth/output-url.ts). An upstream's own URL (which may carry its credentials, or expire
+// on the upstream's schedule) is never handed out.
 
 /** `out_` + 24 url-safe characters (144 random bits). */
 export function newOutputId(): string {
   return `out_${randomBytes(18).toString('base64url')}`
-}
-
-/** A random signing key, used when the configuration gives none (kept in the store, shared). */
-export function newSigningKey(): string {
-  return randomBytes(32).toString('base64url')
-}
-
-/** The URL signature of output `id` valid until `expires` (unix seconds). Pure. */
-export function signOutput(key: string, id: string, expires: number): string {
-  return createHmac('sha256', key).update(`${id}.${expires}`).digest('base64url')
-}
-
-export type OutputUrlCheck = 'ok' | 'expired' | 'invalid'
-
-/** Whether a URL's `expires` and `signature` are the gateway's and still valid at `nowMs`. Pure. */
-export function checkOutputSignature(
-  key: string,
-  id: string,
-  expires: string | undefined,
-  signature: string | undefined,
-  nowMs: number,
-): OutputUrlCheck {
-  if (expires === undefined || signature === undefined || !/^\d{1,12}$/.test(expires)) return 'invalid'
-  const expected = Buffer.from(signOutput(key, id, Number(expires)))
-  const given = Buffer.from(signature)
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'invalid'
-  // Checked after the signature, so an attacker learns nothing from changing `expires`.
-  return Number(expires) * 1000 > nowMs ? 'ok' : 'expired'
-}
-
-/** `{origin}/v1/outputs/{id}?expires=…&signature=…` valid for `ttlMs` from `nowMs`. */
-export function outputUrl(key: string, origin: string, id: string, nowMs: number, ttlMs: number): string {
-  const expires = Math.floor((nowMs + ttlMs) / 1000)
-  return `${origin}/v1/outputs/${id}?expires=${expires}&signature=${signOutput(key, id, expires)}`
 }
 
 const EXTENSIONS: Record<string, string> = {

@@ -16,7 +16,7 @@ import type { Account, ApiKeyRecord, Store } from '../store/types.ts'
 import type { TaskRecord } from '../store/tasks.ts'
 import { taskCostBound } from './billing.ts'
 import { toPredictionBody, type PredictionBody } from './body.ts'
-import { outputUrl } from './outputs.ts'
+import { outputUrl } from '../auth/index.ts'
 import type { JsonValue } from '../domain/media.ts'
 
 // Creating, reading and cancelling predictions (routes/predictions.ts is the HTTP side). Creation

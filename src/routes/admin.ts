@@ -1,8 +1,9 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { createKeyService } from '../keys/service.ts'
+import { randomBytes } from 'node:crypto'
+import { requireOperator } from '../auth/index.ts'
+import { createKeyService, type KeyService } from '../keys/service.ts'
 import { adminCreateKeyBody, noticesBody, toKeyBody, toNoticesBody } from '../schemas/keys.ts'
 import { setNotices } from '../keys/notices.ts'
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { discountRateSchema as rate, overdraftSchema } from '../schemas/billing.ts'
 import { parseQuery } from '../schemas/query.ts'
@@ -10,7 +11,7 @@ import { toGenerationBody } from '../billing/generation.ts'
 import { fromPpm, toPpm, toUsd, usd, usdRounded } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
-import type { Account } from '../store/types.ts'
+import type { Account, Credits, RateLimits, Store } from '../store/types.ts'
 import { isWebhookSecret } from '../predictions/webhook-signing.ts'
 
 // The operator's API: accounts, keys, credits, discounts, rate limits and generations, changed
@@ -79,81 +80,69 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
   return r.data
 }
 
-const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
-
-/** An onRequest hook that lets only the admin key through (401 `invalid_admin_key` otherwise). */
-export function requireAdminKey(adminKey: string): (request: FastifyRequest) => Promise<void> {
-  const expected = digest(adminKey)
-  return async (request) => {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
-    // Digests have equal length, so the comparison is constant-time whatever was sent.
-    if (!m?.[1] || !timingSafeEqual(digest(m[1]), expected)) {
-      throw new GatewayError('invalid_admin_key', 'a valid admin key is required')
-    }
-  }
-}
-
-/** requireAdminKey, or another credential of the operator (`allow`: the console's session) first. */
-export function requireOperator(
-  adminKey: string,
-  allow?: (request: FastifyRequest) => Promise<boolean>,
-): (request: FastifyRequest) => Promise<void> {
-  const checkAdminKey = requireAdminKey(adminKey)
-  return async (request) => {
-    if (allow && (await allow(request))) return
-    await checkAdminKey(request)
-  }
-}
-
-export const adminRoutes: FastifyPluginAsync<{
+/** What every admin route group uses: the deps, the key service, an account's view and its lookup. */
+interface AdminContext {
   deps: Deps
-  adminKey: string
-  /** Another credential of the operator (the console's session), checked before the admin key. */
-  allow?: (request: FastifyRequest) => Promise<boolean>
-}> = async (app, { deps, adminKey, allow }) => {
-  app.addHook('onRequest', requireOperator(adminKey, allow))
+  store: Store
+  keys: KeyService
+  /** The admin API's body of an account: its settings, limits in force and credits. */
+  accountView: (a: Account) => Promise<ReturnType<typeof toAccountBody>>
+  /** The account, or 404 `account_not_found`. */
+  mustGet: (id: string) => Promise<Account>
+}
 
+/** The admin API's body of an account, its credits given. */
+function toAccountBody(a: Account, c: Credits, defaults: RateLimits) {
+  return {
+    id: a.id,
+    object: 'account',
+    name: a.name,
+    created_at: Math.floor(a.createdAt / 1000),
+    discount_percent: fromPpm(a.discountPpm),
+    model_discounts: Object.fromEntries(Object.entries(a.modelDiscountsPpm).map(([m, p]) => [m, fromPpm(p)])),
+    // The limits in force: the account's own, else limits.rateLimits of the config file.
+    rate_limits: {
+      requests_per_minute: a.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute ?? null,
+      tokens_per_minute: a.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute ?? null,
+    },
+    rate_limits_inherited: {
+      requests_per_minute: a.rateLimits.requestsPerMinute === undefined,
+      tokens_per_minute: a.rateLimits.tokensPerMinute === undefined,
+    },
+    // How far a charge may pass its hold, and the balance go below zero.
+    overdraft_usd: toUsd(a.overdraft ?? 0n),
+    // Where low-balance and key-limit notices go (docs/keys.md).
+    notices: toNoticesBody(a),
+    credits: {
+      total_credits: toUsd(c.totalCredits),
+      total_usage: toUsd(c.totalUsage),
+      balance: toUsd(c.totalCredits - c.totalUsage),
+      reserved: toUsd(c.reserved),
+    },
+  }
+}
+
+function createAdminContext(deps: Deps): AdminContext {
   const store = deps.store
-  const keys = createKeyService(store, deps.now)
   const defaults = deps.config.limits.defaultRateLimits
-  const accountView = async (a: Account) => {
-    const c = await store.ledger.credits(a.id, deps.now())
-    return {
-      id: a.id,
-      object: 'account',
-      name: a.name,
-      created_at: Math.floor(a.createdAt / 1000),
-      discount_percent: fromPpm(a.discountPpm),
-      model_discounts: Object.fromEntries(
-        Object.entries(a.modelDiscountsPpm).map(([m, p]) => [m, fromPpm(p)]),
-      ),
-      // The limits in force: the account's own, else limits.rateLimits of the config file.
-      rate_limits: {
-        requests_per_minute: a.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute ?? null,
-        tokens_per_minute: a.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute ?? null,
-      },
-      rate_limits_inherited: {
-        requests_per_minute: a.rateLimits.requestsPerMinute === undefined,
-        tokens_per_minute: a.rateLimits.tokensPerMinute === undefined,
-      },
-      // How far a charge may pass its hold, and the balance go below zero.
-      overdraft_usd: toUsd(a.overdraft ?? 0n),
-      // Where low-balance and key-limit notices go (docs/keys.md).
-      notices: toNoticesBody(a),
-      credits: {
-        total_credits: toUsd(c.totalCredits),
-        total_usage: toUsd(c.totalUsage),
-        balance: toUsd(c.totalCredits - c.totalUsage),
-        reserved: toUsd(c.reserved),
-      },
-    }
+  return {
+    deps,
+    store,
+    keys: createKeyService(store, deps.now),
+    accountView: async (a) => toAccountBody(a, await store.ledger.credits(a.id, deps.now()), defaults),
+    mustGet: async (id) => {
+      const a = await store.accounts.get(id)
+      if (!a) throw new GatewayError('account_not_found', `account ${id} not found`)
+      return a
+    },
   }
-  const mustGet = async (id: string): Promise<Account> => {
-    const a = await store.accounts.get(id)
-    if (!a) throw new GatewayError('account_not_found', `account ${id} not found`)
-    return a
-  }
+}
 
+/** POST /admin/accounts, GET /admin/accounts and GET /admin/accounts/:id. */
+function registerAccountRoutes(
+  app: FastifyInstance,
+  { deps, store, accountView, mustGet }: AdminContext,
+): void {
   app.post('/admin/accounts', async (request, reply) => {
     const body = parse(createAccountBody, request.body)
     const account: Account = {
@@ -184,7 +173,10 @@ export const adminRoutes: FastifyPluginAsync<{
   app.get<{ Params: { id: string } }>('/admin/accounts/:id', async (request) =>
     accountView(await mustGet(request.params.id)),
   )
+}
 
+/** An account's keys: issue (the key shown once), list with their usage, delete. */
+function registerAccountKeyRoutes(app: FastifyInstance, { store, keys, mustGet }: AdminContext): void {
   // The same body as the account's own POST /v1/keys, and `management`: how an operator hands an
   // account its first management key.
   app.post<{ Params: { id: string } }>('/admin/accounts/:id/keys', async (request, reply) => {
@@ -234,7 +226,13 @@ export const adminRoutes: FastifyPluginAsync<{
       return { id: request.params.keyId, object: 'api_key', deleted: true }
     },
   )
+}
 
+/** An account's settings: credits (only added), discounts, rate limits, overdraft, notices. */
+function registerAccountSettingsRoutes(
+  app: FastifyInstance,
+  { deps, store, accountView, mustGet }: AdminContext,
+): void {
   app.post<{ Params: { id: string } }>('/admin/accounts/:id/credits', async (request) => {
     const account = await mustGet(request.params.id)
     const { amount } = parse(creditsBody, request.body)
@@ -280,7 +278,10 @@ export const adminRoutes: FastifyPluginAsync<{
     const body = parse(noticesBody, request.body)
     return { object: 'notices', ...toNoticesBody(await setNotices(store, deps.config, account, body)) }
   })
+}
 
+/** An account's webhook secret: read, set or rotated. */
+function registerWebhookSecretRoutes(app: FastifyInstance, { deps, mustGet }: AdminContext): void {
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/webhook-secret', async (request) => {
     const account = await mustGet(request.params.id)
     return { object: 'webhook_secret', secret: await deps.webhookSecrets.secretFor(account.id) }
@@ -297,7 +298,10 @@ export const adminRoutes: FastifyPluginAsync<{
     await deps.webhookSecrets.set(account.id, body.secret)
     return { object: 'webhook_secret', secret: body.secret }
   })
+}
 
+/** An account's generations, newest first, a page at a time. */
+function registerGenerationRoutes(app: FastifyInstance, { store, mustGet }: AdminContext): void {
   app.get<{ Params: { id: string } }>('/admin/accounts/:id/generations', async (request) => {
     const account = await mustGet(request.params.id)
     const q = parseQuery(pageQuery, request.query)
@@ -308,4 +312,19 @@ export const adminRoutes: FastifyPluginAsync<{
     })
     return { object: 'list', data: page.data.map(toGenerationBody), next_cursor: page.nextCursor }
   })
+}
+
+export const adminRoutes: FastifyPluginAsync<{
+  deps: Deps
+  adminKey: string
+  /** Another credential of the operator (the console's session), checked before the admin key. */
+  allow?: (request: FastifyRequest) => Promise<boolean>
+}> = async (app, { deps, adminKey, allow }) => {
+  app.addHook('onRequest', requireOperator(adminKey, allow))
+  const context = createAdminContext(deps)
+  registerAccountRoutes(app, context)
+  registerAccountKeyRoutes(app, context)
+  registerAccountSettingsRoutes(app, context)
+  registerWebhookSecretRoutes(app, context)
+  registerGenerationRoutes(app, context)
 }

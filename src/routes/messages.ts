@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { admitKey, authenticateApiKey } from '../auth.ts'
+import { admitKey, authenticateApiKey } from '../auth/index.ts'
 import type { Deps } from '../deps.ts'
 import { toAnthropicErrorBody } from '../dialects/anthropic/errors.ts'
 import { anthropicOnly, toChatRequest, toCountRequest } from '../dialects/anthropic/request.ts'

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import type { Deps } from '../deps.ts'
-import { requireAdminKey } from './admin.ts'
+import { requireAdminKey } from '../auth/index.ts'
 
 // GET /metrics: the Prometheus text format, for the operator's scraper with the admin key as its
 // bearer token (Prometheus `authorization: {credentials: …}`); never for account keys, and absent

@@ -5,7 +5,8 @@ import { GatewayError } from '../errors.ts'
 import { StorageObjectNotFoundError } from '../files/storage.ts'
 import { parseRange, type RangeRequest } from '../http/range.ts'
 import { parseQuery } from '../schemas/query.ts'
-import { checkOutputSignature, extensionFor } from '../predictions/outputs.ts'
+import { assertOutputSignature } from '../auth/index.ts'
+import { extensionFor } from '../predictions/outputs.ts'
 
 // GET /v1/outputs/{id}?expires=…&signature=… (docs/design/decisions.md, Predictions): the hosted result of a
 // prediction. No bearer header: the signature is the authorisation, so the URL can be handed to a
@@ -22,14 +23,7 @@ export const outputsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
   app.get<{ Params: { id: string } }>('/v1/outputs/:id', async (request, reply) => {
     const { id } = request.params
     const { expires, signature } = parseQuery(signedUrlQuery, request.query)
-    const check = checkOutputSignature(deps.signingKey, id, expires, signature, deps.now())
-    if (check === 'invalid') throw new GatewayError('invalid_signature', 'this output URL is not valid')
-    if (check === 'expired') {
-      throw new GatewayError(
-        'url_expired',
-        'this output URL has expired; look the prediction up again for a new one',
-      )
-    }
+    assertOutputSignature(deps.signingKey, id, expires, signature, deps.now())
     const gone = () => new GatewayError('output_not_found', 'this output no longer exists')
     const output = await deps.store.outputs.get(id)
     if (!output || output.expiresAt <= deps.now()) throw gone()

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, hashKey, loadConfig } from '../../src/config.ts'
+import { hashKey } from '../../src/auth/index.ts'
+import { ConfigError, loadConfig } from '../../src/config.ts'
 import { buildModelTable } from '../../src/routing/model-table.ts'
 
 const withFile = (file: unknown, env: Record<string, string> = {}) =>

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { hashKey, loadConfig } from '../../src/config.ts'
+import { hashKey } from '../../src/auth/index.ts'
+import { loadConfig } from '../../src/config.ts'
 import { codeBlocks, readPage, type DocPage } from '../support/docs.ts'
 
 // The docs' configuration examples are what users copy: each must load as printed.

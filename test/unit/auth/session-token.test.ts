@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest'
 import {
+  checkSession,
   csrfToken,
   isCsrfToken,
   readCookie,
   signSession,
   verifySession,
   type SessionClaims,
-} from '../../../src/console/token.ts'
+} from '../../../src/auth/session-token.ts'
 
 const claims: SessionClaims = { sid: 's1', role: 'account', account: 'acme', key: 'key_1', iat: 1, exp: 2 }
 
@@ -30,6 +31,20 @@ describe('console session tokens', () => {
     const { role: _role, ...roleless } = claims
     expect(verifySession('k', signSession('k', roleless as SessionClaims))).toBeNull()
     expect(verifySession('k', signSession('k', { ...claims, role: 'root' as 'admin' }))).toBeNull()
+  })
+
+  it('check a session at a time: valid before its exp, expired from it, invalid when tampered', () => {
+    const token = signSession('k', claims)
+    expect(checkSession('k', token, 1)).toEqual(claims)
+    expect(checkSession('k', token, 2)).toBe('expired')
+    expect(checkSession('k', token, 3)).toBe('expired')
+    const [payload, mac] = token.split('.') as [string, string]
+    const longer = Buffer.from(JSON.stringify({ ...claims, exp: 99 })).toString('base64url')
+    expect(checkSession('k', `${longer}.${mac}`, 1)).toBe('invalid')
+    expect(checkSession('k', `${payload}.${mac.slice(1)}A`, 1)).toBe('invalid')
+    expect(checkSession('other', token, 1)).toBe('invalid')
+    // A forged token is invalid even past its claimed expiry: the signature is checked first.
+    expect(checkSession('other', token, 3)).toBe('invalid')
   })
 
   it('derive one CSRF token per session, compared in constant time', () => {

@@ -1,7 +1,10 @@
+import { hash } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
-import { hashKey } from './config.ts'
-import { GatewayError } from './errors.ts'
-import type { Account, AccountStore, ApiKeyRecord, KeyLookup } from './store/types.ts'
+import { GatewayError } from '../errors.ts'
+import type { Account, AccountStore, ApiKeyRecord, KeyLookup } from '../store/types.ts'
+
+// Account keys (inference and management): a bearer or x-api-key looked up by its hash, the key's role
+// against the route's, and the key's model allow-list.
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,7 +23,16 @@ declare module 'fastify' {
 
 export type KeyRole = 'inference' | 'management' | 'any'
 
-const bearer = /^Bearer\s+(\S+)\s*$/i
+/** API keys are stored and looked up by their SHA-256, never in plain text. */
+export function hashKey(key: string): string {
+  return hash('sha256', key, 'hex')
+}
+
+/** How much of a key the admin API shows (issued keys and plain keys of the config file). */
+export const KEY_PREFIX_LENGTH = 10
+
+/** `Authorization: Bearer <token>`: the token. */
+export const bearer = /^Bearer\s+(\S+)\s*$/i
 
 /**
  * Bearer auth by hash lookup: the key is hashed and the hash looked up, so no key is ever compared
@@ -88,6 +100,20 @@ export function admitKey(request: FastifyRequest, found: KeyLookup): void {
   }
   if (found.key.management !== true && role === 'management') {
     throw new GatewayError('management_key_required', 'a management key of the account is required')
+  }
+}
+
+/**
+ * The onRequest hook of the account routes (/v1, /routed): the key of the request's console session
+ * (`fromSession`, when the console is on) first, else the bearer key; then admitKey judges its role.
+ */
+export function requireAccountKey(
+  accounts: AccountStore,
+  now: () => number,
+  fromSession?: (request: FastifyRequest) => Promise<KeyLookup | null>,
+): (request: FastifyRequest) => Promise<void> {
+  return async (request) => {
+    admitKey(request, (await fromSession?.(request)) ?? (await authenticate(request, accounts, now())))
   }
 }
 

@@ -1,16 +1,17 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHmac, randomBytes } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
-import { hashKey } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import type { Account, ApiKeyRecord, KeyLookup, Store } from '../store/types.ts'
+import { adminKeyMatcher } from './admin-key.ts'
+import { hashKey } from './keys.ts'
 import {
+  checkSession,
   csrfToken,
   isCsrfToken,
   readCookie,
   signSession,
-  verifySession,
   type SessionClaims,
-} from './token.ts'
+} from './session-token.ts'
 
 // Console sessions: a key is exchanged once for a signed, short-lived token in an HttpOnly cookie,
 // and that cookie (with the CSRF header on state-changing calls) is a credential of the API routes.
@@ -71,11 +72,9 @@ export function deriveSessionSecret(configured: string | undefined, signingKey: 
   return configured ?? createHmac('sha256', signingKey).update('junction console session').digest()
 }
 
-const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
-
 export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSessions {
   const { store, secret, ttlMs } = o
-  const adminDigest = o.adminKey === undefined ? undefined : digest(o.adminKey)
+  const isAdminKey = o.adminKey === undefined ? undefined : adminKeyMatcher(o.adminKey)
   const adminTag =
     o.adminKey === undefined
       ? undefined
@@ -95,9 +94,11 @@ export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSession
     key.disabled !== true && (key.expiresAt === undefined || key.expiresAt === null || key.expiresAt > now)
 
   async function verify(token: string): Promise<SessionFound> {
-    const claims = verifySession(secret, token)
-    if (!claims) throw new GatewayError('invalid_session', 'invalid console session: sign in again')
-    if (claims.exp <= o.now()) {
+    const claims = checkSession(secret, token, o.now())
+    if (claims === 'invalid') {
+      throw new GatewayError('invalid_session', 'invalid console session: sign in again')
+    }
+    if (claims === 'expired') {
       throw new GatewayError('session_expired', 'the console session has expired: sign in again')
     }
     if (await isRevoked(claims.sid)) {
@@ -139,7 +140,7 @@ export function createConsoleSessions(o: ConsoleSessionsOptions): ConsoleSession
       if (key.length === 0 || key.length > 512) throw refuse()
       const now = o.now()
       const base = { sid: randomBytes(18).toString('base64url'), iat: now, exp: now + ttlMs }
-      if (adminDigest && timingSafeEqual(digest(key), adminDigest)) {
+      if (isAdminKey?.(key) === true) {
         const claims: SessionClaims = { ...base, role: 'admin', admin: adminTag }
         return { token: signSession(secret, claims), claims, account: null, key: null }
       }

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
-// The console's session token: `<payload>.<mac>`, both base64url, the MAC an HMAC-SHA256 of the
+// The console's session token (a credential: see console-session.ts): `<payload>.<mac>`, both base64url, the MAC an HMAC-SHA256 of the
 // payload under the session secret. Pure: the caller gives the secret and the clock.
 
 export type SessionRole = 'account' | 'admin'
@@ -45,6 +45,20 @@ export function verifySession(secret: string | Buffer, token: string): SessionCl
   } catch {
     return null
   }
+}
+
+/**
+ * The claims of a token this secret signed and still valid at `nowMs`; `invalid` for a malformed or
+ * forged token, `expired` for one past its `exp`. Pure.
+ */
+export function checkSession(
+  secret: string | Buffer,
+  token: string,
+  nowMs: number,
+): SessionClaims | 'invalid' | 'expired' {
+  const claims = verifySession(secret, token)
+  if (!claims) return 'invalid'
+  return claims.exp <= nowMs ? 'expired' : claims
 }
 
 /** The CSRF token of a session: the page keeps it in memory and sends it on every state-changing call. */
