@@ -6,8 +6,7 @@ import type { MediaInput } from '../providers/async-media/types.ts'
 import { speechCharacters } from '../providers/async-media/usage.ts'
 import type { Deployment, ModelTable } from '../routing/model-table.ts'
 import { closeGeneration } from '../inference/generation.ts'
-import type { GenerationRecord, GenerationUsage } from '../store/types.ts'
-import type { TaskRecord } from '../store/tasks.ts'
+import type { GenerationRecord, GenerationUsage, TaskRecord } from '../store/types.ts'
 import type { TaskEnd } from './runner.ts'
 
 // Billing of predictions, on the chat's lifecycle (inference/generation.ts): a task's price is held

@@ -9,14 +9,14 @@ import type {
   MediaResult,
   MediaStep,
   MediaTools,
+  JsonValue,
 } from '../providers/async-media/types.ts'
 import type { Metrics } from '../metrics.ts'
 import type { MediaProvider } from '../providers/registry.ts'
 import type { UpstreamCall } from '../providers/types.ts'
 import { healthKey, type Health } from '../routing/health.ts'
 import type { MediaCandidate } from '../routing/router.ts'
-import type { TaskError, TaskRecord, TaskStore } from '../store/tasks.ts'
-import type { JsonValue } from '../providers/async-media/types.ts'
+import type { TaskError, TaskRecord, TaskStore } from '../store/types.ts'
 import type { OutputKeeper } from './outputs.ts'
 
 // Drives prediction tasks to their end. Tasks live in the store, never only here: the runner of any

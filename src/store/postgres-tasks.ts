@@ -1,7 +1,7 @@
 import type { QueryResult, QueryResultRow } from 'pg'
 import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
-import type { TaskStores } from './tasks-memory.ts'
 import type {
+  TaskStores,
   ClaimShare,
   DeliveryStatus,
   OutputStore,
@@ -14,7 +14,7 @@ import type {
   TaskStore,
   WebhookDelivery,
   WebhookStore,
-} from './tasks.ts'
+} from './types.ts'
 
 // The prediction state (store/tasks.ts) in PostgreSQL, shared by every gateway instance on the
 // database. Leases are taken by one statement each: `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP

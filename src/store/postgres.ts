@@ -7,23 +7,10 @@ import { capCharge } from '../billing/overage.ts'
 import { GatewayError } from '../errors.ts'
 import type { Money } from '../billing/money.ts'
 import type { Logger } from '../logger.ts'
-import type { FilePurpose, FileStore, StoredFile } from './files.ts'
-import { migrations } from './postgres-migrations.ts'
-import { redactUrl } from './database-url.ts'
-import { postgresCondition, toStoreError as toSqlStoreError } from './sql-errors.ts'
-import { createBatcher, type BatcherOptions } from './postgres-batch.ts'
-import { createPostgresTaskStores } from './postgres-tasks.ts'
-import { createPostgresResponseStore } from './responses.ts'
-import {
-  decodeKeySettings,
-  decodeNotices,
-  encodeKeySettings,
-  encodeNotices,
-  usageAt,
-  windowStart,
-  windowStarts,
-} from './key-usage.ts'
 import type {
+  FilePurpose,
+  FileStore,
+  StoredFile,
   Account,
   KeyHold,
   KeyLookup,
@@ -44,6 +31,21 @@ import type {
   SettleLimit,
   Store,
 } from './types.ts'
+import { migrations } from './postgres-migrations.ts'
+import { redactUrl } from './database-url.ts'
+import { postgresCondition, toStoreError as toSqlStoreError } from './sql-errors.ts'
+import { createBatcher, type BatcherOptions } from './postgres-batch.ts'
+import { createPostgresTaskStores } from './postgres-tasks.ts'
+import { createPostgresResponseStore } from './postgres-responses.ts'
+import {
+  decodeKeySettings,
+  decodeNotices,
+  encodeKeySettings,
+  encodeNotices,
+  usageAt,
+  windowStart,
+  windowStarts,
+} from './key-usage.ts'
 
 // The PostgreSQL backend: every instance of the gateway pointed at one database behaves as one
 // gateway. Every read-modify-write is one statement, or one transaction that first locks the row

@@ -1,33 +1,8 @@
-import type { QueryResult, QueryResultRow } from 'pg'
+import { responseFromRow, type ResponseRow } from './response-rows.ts'
+import type { ResponseStore, StoredResponse } from './types.ts'
 import type { SqliteHelpers } from './sqlite-tasks.ts'
 
-// Stored Responses API answers (POST /v1/responses with `store`, the default): what a later request's
-// `previous_response_id` continues, and what GET/DELETE /v1/responses/{id} read. The interface, and its
-// memory, SQLite and PostgreSQL implementations (each small: one table, read and written whole).
-// Retention is the generation records' (`database.retentionDays`): the backends' sweep deletes both.
-
-export interface StoredResponse {
-  /** `resp_…` */
-  id: string
-  accountId: string
-  /** Unix ms. */
-  createdAt: number
-  /** The conversation this answer followed, as Responses input items (earlier turns included). */
-  input: unknown[]
-  /** The Response object as it was answered. */
-  response: Record<string, unknown>
-}
-
-export interface ResponseStore {
-  /** Stores it; a second put of the same id replaces it. */
-  put(r: StoredResponse): Promise<void>
-  /** Null when there is none of that id for that account (another account's is null too). */
-  get(accountId: string, id: string): Promise<StoredResponse | null>
-  /** False when there was none of that id for that account. */
-  delete(accountId: string, id: string): Promise<boolean>
-  /** Deletes the ones created before `cutoff` (retention). */
-  deleteBefore(cutoff: number): Promise<void>
-}
+// Stored Responses API answers (the interface: types.ts) in memory and in SQLite.
 
 const clone = <T>(v: T): T => structuredClone(v)
 
@@ -52,22 +27,6 @@ export function createMemoryResponseStore(): ResponseStore {
   }
 }
 
-interface ResponseRow {
-  id: string
-  account_id: string
-  created_at: number | string
-  input: string
-  response: string
-}
-
-const fromRow = (row: ResponseRow): StoredResponse => ({
-  id: row.id,
-  accountId: row.account_id,
-  createdAt: Number(row.created_at),
-  input: JSON.parse(row.input) as unknown[],
-  response: JSON.parse(row.response) as Record<string, unknown>,
-})
-
 /** SQLite, with the store's statement helpers (a write joins its next group commit: sqlite.ts). */
 export function createSqliteResponseStore({ get, run, tx, read }: SqliteHelpers): ResponseStore {
   return {
@@ -89,45 +48,13 @@ export function createSqliteResponseStore({ get, run, tx, read }: SqliteHelpers)
       const row = read(() =>
         get<ResponseRow>('SELECT * FROM responses WHERE id = ? AND account_id = ?', id, accountId),
       )
-      return row ? fromRow(row) : null
+      return row ? responseFromRow(row) : null
     },
     async delete(accountId, id) {
       return (await tx(() => run('DELETE FROM responses WHERE id = ? AND account_id = ?', id, accountId))) > 0
     },
     async deleteBefore(cutoff) {
       await tx(() => run('DELETE FROM responses WHERE created_at < ?', cutoff))
-    },
-  }
-}
-
-type Query = <R extends QueryResultRow>(text: string, values?: unknown[]) => Promise<QueryResult<R>>
-
-export function createPostgresResponseStore(query: Query): ResponseStore {
-  return {
-    async put(r) {
-      await query(
-        `INSERT INTO responses (id, account_id, created_at, input, response) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id, created_at = excluded.created_at,
-           input = excluded.input, response = excluded.response`,
-        [r.id, r.accountId, r.createdAt, JSON.stringify(r.input), JSON.stringify(r.response)],
-      )
-    },
-    async get(accountId, id) {
-      const { rows } = await query<ResponseRow>(
-        'SELECT id, account_id, created_at, input::text AS input, response::text AS response FROM responses WHERE id = $1 AND account_id = $2',
-        [id, accountId],
-      )
-      return rows[0] ? fromRow(rows[0]) : null
-    },
-    async delete(accountId, id) {
-      const { rowCount } = await query('DELETE FROM responses WHERE id = $1 AND account_id = $2', [
-        id,
-        accountId,
-      ])
-      return (rowCount ?? 0) > 0
-    },
-    async deleteBefore(cutoff) {
-      await query('DELETE FROM responses WHERE created_at < $1', [cutoff])
     },
   }
 }

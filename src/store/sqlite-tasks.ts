@@ -1,7 +1,7 @@
 import type { SQLInputValue } from 'node:sqlite'
 import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
-import type { TaskStores } from './tasks-memory.ts'
 import type {
+  TaskStores,
   ClaimShare,
   DeliveryStatus,
   OutputStore,
@@ -15,7 +15,7 @@ import type {
   TaskStore,
   WebhookDelivery,
   WebhookStore,
-} from './tasks.ts'
+} from './types.ts'
 
 // The prediction state (store/tasks.ts) in the SQLite file, with sqlite.ts's helpers: `tx` runs a
 // read-modify-write in the next group commit (BEGIN IMMEDIATE, so it holds the file's write lock from

@@ -7,7 +7,26 @@ import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlit
 import { Worker } from 'node:worker_threads'
 import { capCharge, chargeCeiling } from '../billing/overage.ts'
 import { GatewayError } from '../errors.ts'
-import type { FileStore, StoredFile } from './files.ts'
+import type {
+  FileStore,
+  StoredFile,
+  Account,
+  KeyHold,
+  KeyLookup,
+  AccountStore,
+  AdmissionStore,
+  ApiKeyRecord,
+  AppliedConfigStore,
+  Credits,
+  GenerationRecord,
+  GenerationStore,
+  LedgerStore,
+  RateCheck,
+  RateDecision,
+  RateLimitStore,
+  Reservation,
+  Store,
+} from './types.ts'
 import type { CheckpointerData, CheckpointReport } from './sqlite-checkpointer.ts'
 import { sqliteMigrations, type Migration } from './sqlite-migrations.ts'
 import { createSqliteTaskStores } from './sqlite-tasks.ts'
@@ -26,24 +45,6 @@ import {
   usageAt,
   type KeyCounters,
 } from './key-usage.ts'
-import type {
-  Account,
-  KeyHold,
-  KeyLookup,
-  AccountStore,
-  AdmissionStore,
-  ApiKeyRecord,
-  AppliedConfigStore,
-  Credits,
-  GenerationRecord,
-  GenerationStore,
-  LedgerStore,
-  RateCheck,
-  RateDecision,
-  RateLimitStore,
-  Reservation,
-  Store,
-} from './types.ts'
 
 // The embedded, durable backend: one SQLite file through Node's built-in node:sqlite. This file is the
 // database side, which runs in its own thread (sqlite-worker.ts; sqlite-thread.ts is the event loop's

@@ -3,11 +3,12 @@ import type {
   OutputStore,
   SecretStore,
   StoredOutput,
+  TaskStores,
   TaskRecord,
   TaskStore,
   WebhookDelivery,
   WebhookStore,
-} from './tasks.ts'
+} from './types.ts'
 
 // One process's prediction state (store/tasks.ts). As in memory.ts, each method runs to completion
 // without awaiting, so every read-modify-write is atomic; records are copied in and out.
@@ -40,13 +41,6 @@ function pickShared<T extends { accountId: string }>(
     .slice(0, limit)
     .sort((a, b) => a.order - b.order)
     .map((r) => r.item)
-}
-
-export interface TaskStores {
-  tasks: TaskStore
-  outputs: OutputStore
-  webhooks: WebhookStore
-  secrets: SecretStore
 }
 
 export function createMemoryTaskStores(): TaskStores {

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { describe, expect, it, onTestFinished, vi } from 'vitest'
-import type { StoredOutput, TaskRecord, WebhookDelivery } from '../../src/store/tasks.ts'
-import type { Store } from '../../src/store/types.ts'
+import type { StoredOutput, TaskRecord, WebhookDelivery, Store } from '../../src/store/types.ts'
 
 // The contract of the prediction stores (src/store/tasks.ts): tasks, hosted outputs, webhook
 // deliveries and secrets. Every backend runs it (memory, sqlite and postgres *.contract.test.ts).
