@@ -1,31 +1,8 @@
 import { responseFromRow, type ResponseRow } from './response-rows.ts'
-import type { ResponseStore, StoredResponse } from './types.ts'
+import type { ResponseStore } from './types.ts'
 import type { SqliteHelpers } from './sqlite-tasks.ts'
 
-// Stored Responses API answers (the interface: types.ts) in memory and in SQLite.
-
-const clone = <T>(v: T): T => structuredClone(v)
-
-export function createMemoryResponseStore(): ResponseStore {
-  const byId = new Map<string, StoredResponse>()
-  return {
-    async put(r) {
-      byId.set(r.id, clone(r))
-    },
-    async get(accountId, id) {
-      const r = byId.get(id)
-      return r && r.accountId === accountId ? clone(r) : null
-    },
-    async delete(accountId, id) {
-      const r = byId.get(id)
-      if (!r || r.accountId !== accountId) return false
-      return byId.delete(id)
-    },
-    async deleteBefore(cutoff) {
-      for (const [id, r] of byId) if (r.createdAt < cutoff) byId.delete(id)
-    },
-  }
-}
+// Stored Responses API answers (the interface: types.ts) in SQLite.
 
 /** SQLite, with the store's statement helpers (a write joins its next group commit: sqlite.ts). */
 export function createSqliteResponseStore({ get, run, tx, read }: SqliteHelpers): ResponseStore {

@@ -15,7 +15,7 @@ import { usd } from '../../../src/billing/money.ts'
 import { compilePrice, type PriceTable } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
 import type { Deployment } from '../../../src/routing/model-table.ts'
-import { createMemoryStore } from '../../../src/store/memory.ts'
+import { createMemoryStore } from '../../../src/store/memory/index.ts'
 import type { Account, Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 

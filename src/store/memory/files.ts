@@ -1,4 +1,4 @@
-import type { FileStore, StoredFile } from './types.ts'
+import type { FileStore, StoredFile } from '../types.ts'
 
 // The in-memory FileStore (the interface: types.ts).
 
