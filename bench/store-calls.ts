@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { admit, admitRequest, settle, createMeteringStats, normalizeUsage } from '../src/billing/metering.ts'
 import { loadConfig } from '../src/config.ts'
 import { createMemoryStore } from '../src/store/memory/index.ts'
-import { createSqliteStore, openSqliteStore } from '../src/store/sqlite.ts'
+import { createSqliteStore, openSqliteStore } from '../src/store/sqlite/index.ts'
 import type { Store } from '../src/store/types.ts'
 import pino from 'pino'
 

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { createMemoryStore } from '../../../src/store/memory/index.ts'
 import { createPostgresStore } from '../../../src/store/postgres.ts'
-import { createSqliteStore } from '../../../src/store/sqlite.ts'
+import { createSqliteStore } from '../../../src/store/sqlite/index.ts'
 import type { Store } from '../../../src/store/types.ts'
 import { useTestDatabase } from '../../support/postgres.ts'
 

@@ -1,10 +1,10 @@
-import { responseFromRow, type ResponseRow } from './response-rows.ts'
-import type { ResponseStore } from './types.ts'
-import type { SqliteHelpers } from './sqlite-tasks.ts'
+import { responseFromRow, type ResponseRow } from '../response-rows.ts'
+import type { ResponseStore } from '../types.ts'
+import type { SqliteHelpers } from './commit.ts'
 
 // Stored Responses API answers (the interface: types.ts) in SQLite.
 
-/** SQLite, with the store's statement helpers (a write joins its next group commit: sqlite.ts). */
+/** SQLite, with the store's statement helpers (a write joins its next group commit: commit.ts). */
 export function createSqliteResponseStore({ get, run, tx, read }: SqliteHelpers): ResponseStore {
   return {
     async put(r) {
