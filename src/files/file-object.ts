@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { FilePurpose, StoredFile } from '../store/files.ts'
+import type { FilePurpose, StoredFile } from '../store/types.ts'
 
 /** The File object of docs/design/api-contract.md. */
 export interface FileObject {

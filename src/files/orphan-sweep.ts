@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.ts'
-import type { FileStore } from '../store/files.ts'
+import type { FileStore } from '../store/types.ts'
 import type { FileStorage } from './storage.ts'
 
 // An upload writes its bytes first and its record second; a crash between the two leaves bytes no

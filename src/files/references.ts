@@ -1,6 +1,6 @@
 import { GatewayError, invalidRequest } from '../errors.ts'
 import { isKnownContentPart, type ChatMessage, type ChatRequest } from '../providers/types.ts'
-import type { FileStore, StoredFile } from '../store/files.ts'
+import type { FileStore, StoredFile } from '../store/types.ts'
 import { sniffImageType } from './content-type.ts'
 import { fileIdPattern } from './file-object.ts'
 import { StorageObjectNotFoundError, type FileStorage } from './storage.ts'

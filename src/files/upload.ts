@@ -7,7 +7,7 @@ import {
   type FileQuota,
   type FileStore,
   type StoredFile,
-} from '../store/files.ts'
+} from '../store/types.ts'
 import { toStoredContentType } from './content-type.ts'
 import { newFileId } from './file-object.ts'
 import { FileTooLargeError, type FileStorage, type StoredObject } from './storage.ts'

@@ -3,8 +3,7 @@ import { owned } from '../owned.ts'
 import type { Logger } from '../logger.ts'
 import type { ResponseObject } from '../dialects/responses/response.ts'
 import type { ResponsesInputItem } from '../schemas/responses.ts'
-import type { StoredResponse } from '../store/responses.ts'
-import type { Store } from '../store/types.ts'
+import type { StoredResponse, Store } from '../store/types.ts'
 
 // Stored Responses API answers: what previous_response_id continues and GET/DELETE /v1/responses/{id}
 // serve. The answer itself goes through the chat pipeline (inference/chat.ts); this is its memory.

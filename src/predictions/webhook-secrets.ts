@@ -1,4 +1,4 @@
-import type { SecretStore } from '../store/tasks.ts'
+import type { SecretStore } from '../store/types.ts'
 import { generateWebhookSecret } from './webhook-signing.ts'
 
 // Each account's webhook signing secret (`whsec_…`): set in the config file or through the admin API,

@@ -3,7 +3,7 @@ import { GatewayError } from '../errors.ts'
 import { checkUrl, type LookupAll } from '../http/address-guard.ts'
 import { SafeRequestError, safeRequest } from '../http/safe-fetch.ts'
 import type { Logger } from '../logger.ts'
-import type { WebhookDelivery, WebhookStore } from '../store/tasks.ts'
+import type { WebhookDelivery, WebhookStore } from '../store/types.ts'
 import { signWebhook } from './webhook-signing.ts'
 
 // Webhook delivery (docs/design/decisions.md "Webhooks"): at-least-once, Standard Webhooks signed, retried with

@@ -8,7 +8,7 @@ import { StorageObjectNotFoundError } from '../files/storage.ts'
 import { MULTIPART_LIMITS, uploadFile } from '../files/upload.ts'
 import { owned } from '../owned.ts'
 import { parseQuery } from '../schemas/query.ts'
-import { FILE_PURPOSES, type StoredFile } from '../store/files.ts'
+import { FILE_PURPOSES, type StoredFile } from '../store/types.ts'
 
 // docs/design/decisions.md, Files: upload (multipart, streamed to storage: files/upload.ts), list newest first,
 // retrieve, content, delete. Every lookup is by the caller's account: another account's id is a 404,

@@ -1,8 +1,8 @@
 import { resolve } from 'node:path'
 import type { Logger } from 'pino'
 import type { DatabaseBackend, DatabaseConfig } from './config.ts'
-import { createMemoryStore } from './memory.ts'
-import { createSqliteStore } from './sqlite-thread.ts'
+import { createMemoryStore } from './memory/index.ts'
+import { createSqliteStore } from './sqlite/index.ts'
 import type { Store } from './types.ts'
 import { redactUrl } from './database-url.ts'
 

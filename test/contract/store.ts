@@ -2,8 +2,14 @@ import { createHash, randomUUID } from 'node:crypto'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../src/billing/money.ts'
 import { toGatewayError } from '../../src/errors.ts'
-import type { FileQuota, StoredFile } from '../../src/store/files.ts'
-import type { Account, ApiKeyRecord, GenerationRecord, Store } from '../../src/store/types.ts'
+import type {
+  FileQuota,
+  StoredFile,
+  Account,
+  ApiKeyRecord,
+  GenerationRecord,
+  Store,
+} from '../../src/store/types.ts'
 
 // The one contract of the Store interfaces. Every backend runs it (memory.contract.test.ts, and the
 // SQL backends next): what passes here is what routes and metering may rely on.

@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { describe, expect, it, onTestFinished, vi } from 'vitest'
-import type { StoredOutput, TaskRecord, WebhookDelivery } from '../../src/store/tasks.ts'
-import type { Store } from '../../src/store/types.ts'
+import type { StoredOutput, TaskRecord, WebhookDelivery, Store } from '../../src/store/types.ts'
 
-// The contract of the prediction stores (src/store/tasks.ts): tasks, hosted outputs, webhook
+// The contract of the prediction stores (src/store/types.ts): tasks, hosted outputs, webhook
 // deliveries and secrets. Every backend runs it (memory, sqlite and postgres *.contract.test.ts).
 //
 // Unlike the rest of the store contract, claims and sweeps look at every row, so each test needs a

@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createMemoryStore } from '../../src/store/memory.ts'
+import { createMemoryStore } from '../../src/store/memory/index.ts'
 import type { Store } from '../../src/store/types.ts'
 import { toAnthropicSse } from '../support/fake-anthropic.ts'
 import { sseFile, startFakeUpstream, type FakeHandler } from '../support/fake-upstream.ts'

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { createMemoryStore } from '../../src/store/memory.ts'
-import { createSqliteStore } from '../../src/store/sqlite.ts'
+import { createMemoryStore } from '../../src/store/memory/index.ts'
+import { createSqliteStore } from '../../src/store/sqlite/index.ts'
 import { postJson, startGateway, type TestGateway } from '../support/gateway.ts'
 
 // A stalled disk (the database thread blocked, as in a write that never returns): the event loop goes

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { createMemoryStore } from '../../src/store/memory.ts'
+import { createMemoryStore } from '../../src/store/memory/index.ts'
 import { postJson, startGateway, type TestGateway } from '../support/gateway.ts'
 
 // No answer leaves without its charge: when the store cannot commit a charge (after its retries),

@@ -8,4 +8,4 @@ if (!existsSync(marker)) {
   writeFileSync(marker, '')
   throw new Error('the checkpointer broke')
 }
-await import('../../src/store/sqlite-checkpointer.ts')
+await import('../../src/store/sqlite/checkpointer.ts')

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { FilePurpose, FileStore, StoredFile } from '../files.ts'
+import type { FilePurpose, FileStore, StoredFile } from '../types.ts'
 import type { Query, Transaction } from './pool.ts'
 
 // Uploaded files and their per-account totals; a quota check locks the account's totals row.

@@ -1,7 +1,8 @@
-import { fromRow, type ResponseRow, type ResponseStore } from '../responses.ts'
+import { responseFromRow, type ResponseRow } from '../response-rows.ts'
+import type { ResponseStore } from '../types.ts'
 import type { Query } from './pool.ts'
 
-// Stored Responses API answers (the interface: store/responses.ts): one table, read and written whole.
+// Stored Responses API answers in PostgreSQL (the interface: types.ts): one table, read and written whole.
 
 export function createPostgresResponseStore(query: Query): ResponseStore {
   return {
@@ -18,7 +19,7 @@ export function createPostgresResponseStore(query: Query): ResponseStore {
         'SELECT id, account_id, created_at, input::text AS input, response::text AS response FROM responses WHERE id = $1 AND account_id = $2',
         [id, accountId],
       )
-      return rows[0] ? fromRow(rows[0]) : null
+      return rows[0] ? responseFromRow(rows[0]) : null
     },
     async delete(accountId, id) {
       const { rowCount } = await query('DELETE FROM responses WHERE id = $1 AND account_id = $2', [

@@ -1,7 +1,7 @@
-import type { JsonValue, MediaFamily, MediaKind } from '../../providers/async-media/types.ts'
-import type { TaskStores } from '../tasks-memory.ts'
-import type { AttemptRecord } from '../types.ts'
+import type { JsonValue, MediaFamily, MediaKind } from '../../domain/media.ts'
 import type {
+  AttemptRecord,
+  TaskStores,
   ClaimShare,
   DeliveryStatus,
   OutputStore,
@@ -14,7 +14,7 @@ import type {
   TaskStore,
   WebhookDelivery,
   WebhookStore,
-} from '../tasks.ts'
+} from '../types.ts'
 import type { Query, Transaction } from './pool.ts'
 
 // The prediction state (store/tasks.ts) in PostgreSQL, shared by every gateway instance on the

@@ -14,7 +14,7 @@ import {
 import { usd } from '../../../src/billing/money.ts'
 import { compilePrice } from '../../../src/billing/prices.ts'
 import { loadConfig } from '../../../src/config.ts'
-import { createMemoryStore } from '../../../src/store/memory.ts'
+import { createMemoryStore } from '../../../src/store/memory/index.ts'
 import type { Account, Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 import type { Deployment } from '../../../src/domain/models.ts'

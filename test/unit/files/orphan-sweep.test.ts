@@ -6,7 +6,7 @@ import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createLocalFileStorage } from '../../../src/files/local-storage.ts'
 import { sweepOrphans } from '../../../src/files/orphan-sweep.ts'
-import { createMemoryFileStore } from '../../../src/store/files.ts'
+import { createMemoryFileStore } from '../../../src/store/memory/files.ts'
 
 const HOUR = 3_600_000
 let dirs: string[] = []

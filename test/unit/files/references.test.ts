@@ -4,7 +4,8 @@ import { GatewayError } from '../../../src/errors.ts'
 import { resolveFileReferences, type FileReferenceContext } from '../../../src/files/references.ts'
 import { StorageObjectNotFoundError, type FileStorage } from '../../../src/files/storage.ts'
 import type { ChatRequest } from '../../../src/providers/types.ts'
-import { createMemoryFileStore, type FileStore, type StoredFile } from '../../../src/store/files.ts'
+import { createMemoryFileStore } from '../../../src/store/memory/files.ts'
+import { type FileStore, type StoredFile } from '../../../src/store/types.ts'
 
 const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 1, 2, 3])
 

@@ -7,7 +7,7 @@ import { GatewayError } from '../../../src/errors.ts'
 import { createLocalFileStorage } from '../../../src/files/local-storage.ts'
 import { uploadFile, type UploadPart, type UploadRequest } from '../../../src/files/upload.ts'
 import { createLogger } from '../../../src/logger.ts'
-import { createMemoryFileStore } from '../../../src/store/files.ts'
+import { createMemoryFileStore } from '../../../src/store/memory/files.ts'
 
 // The upload saga as a unit, without HTTP: parts in, a file record (or a GatewayError) out, and
 // nothing kept when it fails: no bytes in storage, no record, the quota slot free again.

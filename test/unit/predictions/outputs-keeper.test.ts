@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { createLocalFileStorage } from '../../../src/files/local-storage.ts'
 import { createLogger } from '../../../src/logger.ts'
 import type { MediaOutput, OutputSource } from '../../../src/providers/async-media/types.ts'
-import { createMemoryStore } from '../../../src/store/memory.ts'
+import { createMemoryStore } from '../../../src/store/memory/index.ts'
 import { createOutputKeeper } from '../../../src/predictions/outputs.ts'
 
 // The output keeper streams each output to storage, takes a source's content type once it is opened,

@@ -3,8 +3,8 @@ import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { LookupAll } from '../../../src/http/address-guard.ts'
-import { createMemoryTaskStores } from '../../../src/store/tasks-memory.ts'
-import type { WebhookStore } from '../../../src/store/tasks.ts'
+import { createMemoryTaskStores } from '../../../src/store/memory/tasks.ts'
+import type { WebhookStore } from '../../../src/store/types.ts'
 import { generateWebhookSecret } from '../../../src/predictions/webhook-signing.ts'
 import {
   buildDelivery,

@@ -1,4 +1,4 @@
-import { createMemoryStore } from '../../../src/store/memory.ts'
+import { createMemoryStore } from '../../../src/store/memory/index.ts'
 import { describeStoreContract } from '../../contract/store.ts'
 import { describeTaskStoreContract } from '../../contract/tasks.ts'
 

@@ -1,8 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
-import type { StoredFile } from '../../../src/store/files.ts'
-import { createMemoryRateLimitStore, createMemoryStore } from '../../../src/store/memory.ts'
-import type { Account, GenerationRecord, RateLimitStore } from '../../../src/store/types.ts'
+import type { StoredFile, Account, GenerationRecord, RateLimitStore } from '../../../src/store/types.ts'
+import { createMemoryRateLimitStore, createMemoryStore } from '../../../src/store/memory/index.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 
 // What only the memory backend does; the interface itself is checked by test/contract/store.ts

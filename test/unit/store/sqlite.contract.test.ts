@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll } from 'vitest'
-import { createSqliteStore } from '../../../src/store/sqlite.ts'
+import { createSqliteStore } from '../../../src/store/sqlite/index.ts'
 import { describeStoreContract } from '../../contract/store.ts'
 import { describeTaskStoreContract } from '../../contract/tasks.ts'
 

@@ -1,8 +1,9 @@
 import type { SQLInputValue } from 'node:sqlite'
-import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
-import type { TaskStores } from './tasks-memory.ts'
-import type { AttemptRecord } from './types.ts'
+import type { SqliteHelpers } from './commit.ts'
+import type { JsonValue, MediaFamily, MediaKind } from '../../domain/media.ts'
 import type {
+  AttemptRecord,
+  TaskStores,
   ClaimShare,
   DeliveryStatus,
   OutputStore,
@@ -16,20 +17,12 @@ import type {
   TaskStore,
   WebhookDelivery,
   WebhookStore,
-} from './tasks.ts'
+} from '../types.ts'
 
-// The prediction state (store/tasks.ts) in the SQLite file, with sqlite.ts's helpers: `tx` runs a
+// The prediction state (the interfaces: types.ts) in the SQLite file, with commit.ts's helpers: `tx` runs a
 // read-modify-write in the next group commit (BEGIN IMMEDIATE, so it holds the file's write lock from
 // its first read: a claim's select and its lease update cannot interleave with another process's),
-// `read` a single statement. Tables: migration 3 of sqlite-migrations.ts.
-
-export interface SqliteHelpers {
-  get<T>(text: string, ...params: SQLInputValue[]): T | undefined
-  all<T>(text: string, ...params: SQLInputValue[]): T[]
-  run(text: string, ...params: SQLInputValue[]): number
-  tx<T>(fn: () => T): Promise<T>
-  read<T>(fn: () => T): T
-}
+// `read` a single statement. Tables: migration 3 of migrations.ts.
 
 interface TaskRow {
   id: string
@@ -180,99 +173,119 @@ function dueQuery(
   }
 }
 
-export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelpers): TaskStores {
-  const taskById = (id: string): TaskRecord | null => {
-    const r = get<TaskRow>('SELECT * FROM tasks WHERE id = ?', id)
-    return r ? toTask(r) : null
+export function createSqliteTaskStores(h: SqliteHelpers): TaskStores {
+  return {
+    tasks: createSqliteTaskStore(h),
+    outputs: createSqliteOutputStore(h),
+    webhooks: createSqliteWebhookStore(h),
+    secrets: createSqliteSecretStore(h),
   }
-  const writeTask = (t: TaskRecord): void => {
+}
+
+const taskById = ({ get }: SqliteHelpers, id: string): TaskRecord | null => {
+  const r = get<TaskRow>('SELECT * FROM tasks WHERE id = ?', id)
+  return r ? toTask(r) : null
+}
+
+/** Writes back what `advance` and `cancel` may change. */
+function writeTask({ run }: SqliteHelpers, t: TaskRecord): void {
+  run(
+    `UPDATE tasks SET provider = ?, deployment = ?, upstream_model = ?, status = ?, upstream_state = ?,
+       cancel_upstream = ?, outputs = ?, error = ?, updated_at = ?, next_run_at = ?, runs = ?,
+       lease_owner = ?, lease_until = ?, submit_started_at = ?, attempts = ?
+     WHERE id = ?`,
+    t.provider,
+    t.deployment,
+    t.upstreamModel,
+    t.status,
+    jsonOrNull(t.upstreamState),
+    t.cancelUpstream ? 1 : 0,
+    JSON.stringify(t.outputs),
+    jsonOrNull(t.error),
+    t.updatedAt,
+    t.nextRunAt,
+    t.runs,
+    t.leaseOwner,
+    t.leaseUntil,
+    t.submitStartedAt,
+    t.attempts === undefined ? null : JSON.stringify(t.attempts),
+    t.id,
+  )
+}
+
+/** TaskStore.create, inside a transaction. */
+function createTask(
+  h: SqliteHelpers,
+  task: TaskRecord,
+  idempotencySince: number,
+): { task: TaskRecord; created: boolean } {
+  const { get, run } = h
+  // Checked, not left to the UNIQUE constraint, so the error says what happened (as memory's does);
+  // either way it fails only its own operation (sql-errors.ts: a constraint is a bug, not a 503).
+  if (get('SELECT 1 FROM tasks WHERE id = ?', task.id)) throw new Error(`task ${task.id} exists`)
+  if (task.idempotencyKey !== null) {
+    const held = get<{ task_id: string; created_at: number }>(
+      'SELECT task_id, created_at FROM task_keys WHERE account_id = ? AND idempotency_key = ?',
+      task.accountId,
+      task.idempotencyKey,
+    )
+    const existing = held && held.created_at >= idempotencySince ? taskById(h, held.task_id) : null
+    if (existing) return { task: existing, created: false }
+    // No key, or its task is older than the window: the key now names the new task.
     run(
-      `UPDATE tasks SET provider = ?, deployment = ?, upstream_model = ?, status = ?, upstream_state = ?,
-         cancel_upstream = ?, outputs = ?, error = ?, updated_at = ?, next_run_at = ?, runs = ?,
-         lease_owner = ?, lease_until = ?, submit_started_at = ?, attempts = ?
-       WHERE id = ?`,
-      t.provider,
-      t.deployment,
-      t.upstreamModel,
-      t.status,
-      jsonOrNull(t.upstreamState),
-      t.cancelUpstream ? 1 : 0,
-      JSON.stringify(t.outputs),
-      jsonOrNull(t.error),
-      t.updatedAt,
-      t.nextRunAt,
-      t.runs,
-      t.leaseOwner,
-      t.leaseUntil,
-      t.submitStartedAt,
-      t.attempts === undefined ? null : JSON.stringify(t.attempts),
-      t.id,
+      `INSERT INTO task_keys (account_id, idempotency_key, task_id, created_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (account_id, idempotency_key) DO UPDATE SET task_id = excluded.task_id,
+         created_at = excluded.created_at`,
+      task.accountId,
+      task.idempotencyKey,
+      task.id,
+      task.createdAt,
     )
   }
+  run(
+    `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
+       webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
+       deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
+       submit_started_at, attempts)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    task.id,
+    task.accountId,
+    task.model,
+    task.family,
+    task.provider,
+    task.deployment,
+    task.upstreamModel,
+    JSON.stringify(task.input),
+    task.webhook,
+    task.status,
+    jsonOrNull(task.upstreamState),
+    task.cancelUpstream ? 1 : 0,
+    JSON.stringify(task.outputs),
+    jsonOrNull(task.error),
+    task.createdAt,
+    task.updatedAt,
+    task.deadlineAt,
+    task.nextRunAt,
+    task.runs,
+    task.leaseOwner,
+    task.leaseUntil,
+    task.idempotencyKey,
+    task.requestHash,
+    task.origin,
+    task.submitStartedAt,
+    task.attempts === undefined ? null : JSON.stringify(task.attempts),
+  )
+  return { task: taskById(h, task.id)!, created: true }
+}
 
-  const tasks: TaskStore = {
+function createSqliteTaskStore(h: SqliteHelpers): TaskStore {
+  const { get, all, run, tx, read } = h
+  return {
     async create(task, idempotencySince) {
-      return tx(() => {
-        // Checked, not left to the UNIQUE constraint, so the error says what happened (as memory's does);
-        // either way it fails only its own operation (sql-errors.ts: a constraint is a bug, not a 503).
-        if (get('SELECT 1 FROM tasks WHERE id = ?', task.id)) throw new Error(`task ${task.id} exists`)
-        if (task.idempotencyKey !== null) {
-          const held = get<{ task_id: string; created_at: number }>(
-            'SELECT task_id, created_at FROM task_keys WHERE account_id = ? AND idempotency_key = ?',
-            task.accountId,
-            task.idempotencyKey,
-          )
-          const existing = held && held.created_at >= idempotencySince ? taskById(held.task_id) : null
-          if (existing) return { task: existing, created: false }
-          // No key, or its task is older than the window: the key now names the new task.
-          run(
-            `INSERT INTO task_keys (account_id, idempotency_key, task_id, created_at) VALUES (?, ?, ?, ?)
-             ON CONFLICT (account_id, idempotency_key) DO UPDATE SET task_id = excluded.task_id,
-               created_at = excluded.created_at`,
-            task.accountId,
-            task.idempotencyKey,
-            task.id,
-            task.createdAt,
-          )
-        }
-        run(
-          `INSERT INTO tasks (id, account_id, model, family, provider, deployment, upstream_model, input,
-             webhook, status, upstream_state, cancel_upstream, outputs, error, created_at, updated_at,
-             deadline_at, next_run_at, runs, lease_owner, lease_until, idempotency_key, request_hash, origin,
-             submit_started_at, attempts)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          task.id,
-          task.accountId,
-          task.model,
-          task.family,
-          task.provider,
-          task.deployment,
-          task.upstreamModel,
-          JSON.stringify(task.input),
-          task.webhook,
-          task.status,
-          jsonOrNull(task.upstreamState),
-          task.cancelUpstream ? 1 : 0,
-          JSON.stringify(task.outputs),
-          jsonOrNull(task.error),
-          task.createdAt,
-          task.updatedAt,
-          task.deadlineAt,
-          task.nextRunAt,
-          task.runs,
-          task.leaseOwner,
-          task.leaseUntil,
-          task.idempotencyKey,
-          task.requestHash,
-          task.origin,
-          task.submitStartedAt,
-          task.attempts === undefined ? null : JSON.stringify(task.attempts),
-        )
-        return { task: taskById(task.id)!, created: true }
-      })
+      return tx(() => createTask(h, task, idempotencySince))
     },
     async get(id) {
-      return read(() => taskById(id))
+      return read(() => taskById(h, id))
     },
     async claimDue(owner, now, leaseMs, limit, share) {
       const q = dueQuery('tasks', DUE_TASK, 'next_run_at', share)
@@ -290,7 +303,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       return read(() => {
         const r = get<TaskRow>(
           `SELECT t.* FROM task_keys k JOIN tasks t ON t.id = k.task_id
-           WHERE k.account_id = ? AND k.idempotency_key = ? AND k.created_at >= ?`,
+         WHERE k.account_id = ? AND k.idempotency_key = ? AND k.created_at >= ?`,
           accountId,
           idempotencyKey,
           since,
@@ -300,7 +313,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
     },
     async advance(id, owner, expectStatus, patch) {
       return tx(() => {
-        const t = taskById(id)
+        const t = taskById(h, id)
         if (!t || t.leaseOwner !== owner || t.status !== expectStatus) return null
         const next: TaskRecord = {
           ...t,
@@ -308,7 +321,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
           leaseOwner: '',
           leaseUntil: 0,
         }
-        writeTask(next)
+        writeTask(h, next)
         return next
       })
     },
@@ -317,7 +330,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         () =>
           run(
             `UPDATE tasks SET submit_started_at = ? WHERE id = ? AND lease_owner = ? AND status = 'processing'
-               AND upstream_state IS NULL`,
+             AND upstream_state IS NULL`,
             now,
             id,
             owner,
@@ -326,7 +339,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
     },
     async cancel(accountId, id, now) {
       return tx(() => {
-        const t = taskById(id)
+        const t = taskById(h, id)
         if (!t || t.accountId !== accountId) return null
         if (t.status !== 'processing') return t
         const next: TaskRecord = {
@@ -336,7 +349,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
           updatedAt: now,
           nextRunAt: now,
         }
-        writeTask(next)
+        writeTask(h, next)
         return next
       })
     },
@@ -369,7 +382,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       return tx(() => {
         const gone = all<{ id: string; outputs: string }>(
           `DELETE FROM tasks WHERE status <> 'processing' AND cancel_upstream = 0 AND updated_at < ?
-           RETURNING id, outputs`,
+         RETURNING id, outputs`,
           before,
         )
         if (gone.length === 0) return []
@@ -378,24 +391,26 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         // Deliveries still pending are kept: the finish they report is sent even though the task went.
         run(
           `DELETE FROM webhook_deliveries WHERE status <> 'pending'
-             AND task_id IN (SELECT value FROM json_each(?))`,
+           AND task_id IN (SELECT value FROM json_each(?))`,
           ids,
         )
         return gone.flatMap((g) => (JSON.parse(g.outputs) as TaskOutputRef[]).map((o) => o.id))
       })
     },
   }
+}
 
-  const outputs: OutputStore = {
+function createSqliteOutputStore({ all, get, run, tx, read }: SqliteHelpers): OutputStore {
+  return {
     async put(o) {
       await tx(() =>
         run(
           `INSERT INTO task_outputs (id, task_id, account_id, type, content_type, bytes, storage_key,
-             created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-           ON CONFLICT (id) DO UPDATE SET task_id = excluded.task_id, account_id = excluded.account_id,
-             type = excluded.type, content_type = excluded.content_type, bytes = excluded.bytes,
-             storage_key = excluded.storage_key, created_at = excluded.created_at,
-             expires_at = excluded.expires_at`,
+           created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET task_id = excluded.task_id, account_id = excluded.account_id,
+           type = excluded.type, content_type = excluded.content_type, bytes = excluded.bytes,
+           storage_key = excluded.storage_key, created_at = excluded.created_at,
+           expires_at = excluded.expires_at`,
           o.id,
           o.taskId,
           o.accountId,
@@ -434,14 +449,16 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       return new Set(rows.map((r) => r.storage_key))
     },
   }
+}
 
-  const webhooks: WebhookStore = {
+function createSqliteWebhookStore({ all, get, run, tx, read }: SqliteHelpers): WebhookStore {
+  return {
     async enqueue(d) {
       await tx(() =>
         run(
           `INSERT INTO webhook_deliveries (id, task_id, account_id, url, body, status, attempts,
-             next_attempt_at, last_error, lease_owner, lease_until, created_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+           next_attempt_at, last_error, lease_owner, lease_until, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
           d.id,
           d.taskId,
           d.accountId,
@@ -484,7 +501,7 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
         () =>
           run(
             `UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?,
-               lease_owner = '', lease_until = 0 WHERE id = ? AND lease_owner = ?`,
+             lease_owner = '', lease_until = 0 WHERE id = ? AND lease_owner = ?`,
             result.status,
             result.attempts,
             result.nextAttemptAt,
@@ -516,8 +533,10 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       ).map(toDelivery)
     },
   }
+}
 
-  const secrets: SecretStore = {
+function createSqliteSecretStore({ get, run, tx, read }: SqliteHelpers): SecretStore {
+  return {
     async getOrCreate(name, create) {
       const found = read(() => get<{ value: string }>('SELECT value FROM secrets WHERE name = ?', name))
       if (found) return found.value
@@ -543,6 +562,4 @@ export function createSqliteTaskStores({ get, all, run, tx, read }: SqliteHelper
       )
     },
   }
-
-  return { tasks, outputs, webhooks, secrets }
 }

@@ -1,47 +1,18 @@
 import { parentPort, workerData } from 'node:worker_threads'
-import { GatewayError, type ErrorCode } from '../errors.ts'
-import { openSqliteStore, SETTLED_AS_GIVEN, type SqliteEngine } from './sqlite.ts'
+import { GatewayError } from '../../errors.ts'
+import { openSqliteStore, type SqliteEngine } from './index.ts'
+import {
+  SETTLED_AS_GIVEN,
+  toWire,
+  type SqliteWorkerData,
+  type WorkerReply,
+  type WorkerRequest,
+} from './wire.ts'
 
-// The database thread of the SQLite store (sqlite-thread.ts starts it): sqlite.ts's store on this
+// The database thread of the SQLite store (thread.ts starts it): index.ts's store on this
 // thread's connection. A message is the calls of one turn of the event loop; their writes join the
 // next group commit (with those of any other message already waiting here), and the answers go back in
 // one message once they all settled.
-
-export interface SqliteWorkerData {
-  path: string
-  retentionDays?: number
-  busyTimeoutMs: number
-  /** Set while the checkpoint thread runs: SQLite's own checkpoint is then only a fallback. */
-  autoCheckpointPages?: number
-  /** Tests: blocks this thread before each message while its first element is 1 (a stalled disk). */
-  stallGate?: Int32Array
-}
-
-export type WorkerRequest =
-  /** `calls`: [namespace ('' for the store itself), method, arguments]. */
-  | { type: 'batch'; id: number; deadline: number; calls: [string, string, unknown[]][] }
-  | { type: 'autocheckpoint'; pages: number }
-  | { type: 'close' }
-
-export interface WireError {
-  name: string
-  message: string
-  /** A GatewayError's code and options. */
-  code?: ErrorCode
-  param?: string | null
-  headers?: Record<string, string>
-  retryable?: boolean
-  /** What caused it (the database's own error), for the log. */
-  cause?: string
-}
-
-export interface WorkerReply {
-  type: 'batch'
-  id: number
-  /** The API-key cache's generation once the message was done (SqliteEngine.cacheEpoch). */
-  epoch: number
-  results: ({ ok: true; value: unknown } | { ok: false; error: WireError })[]
-}
 
 const port = parentPort
 if (!port) throw new Error('sqlite-worker runs as a worker thread')
@@ -54,27 +25,6 @@ const store = openSqliteStore(data.path, {
   keyCacheCheckMs: 0,
   autoCheckpointPages: data.autoCheckpointPages,
 })
-
-const describe = (err: unknown): string => {
-  if (!(err instanceof Error)) return String(err)
-  const code = (err as { code?: unknown }).code
-  return typeof code === 'string' ? `${code}: ${err.message}` : err.message
-}
-
-const toWire = (err: unknown): WireError =>
-  err instanceof GatewayError
-    ? {
-        name: err.name,
-        message: err.message,
-        code: err.code,
-        param: err.param,
-        headers: err.headers,
-        retryable: err.retryable,
-        ...(err.cause === undefined ? {} : { cause: describe(err.cause) }),
-      }
-    : err instanceof Error
-      ? { name: err.name, message: err.message }
-      : { name: 'Error', message: String(err) }
 
 /** A value that cannot be copied to the other thread fails its own call, not the thread. */
 function cloneable(result: WorkerReply['results'][number]): WorkerReply['results'][number] {

@@ -3,14 +3,15 @@ import type {
   OutputStore,
   SecretStore,
   StoredOutput,
+  TaskStores,
   TaskRecord,
   TaskStore,
   WebhookDelivery,
   WebhookStore,
-} from './tasks.ts'
+} from '../types.ts'
 
-// One process's prediction state (store/tasks.ts). As in memory.ts, each method runs to completion
-// without awaiting, so every read-modify-write is atomic; records are copied in and out.
+// One process's prediction state (the interfaces: types.ts). As in state.ts, each method runs to
+// completion without awaiting, so every read-modify-write is atomic; records are copied in and out.
 
 const copyTask = (t: TaskRecord): TaskRecord => structuredClone(t)
 const copyDelivery = (d: WebhookDelivery): WebhookDelivery => ({ ...d })
@@ -19,7 +20,7 @@ const copyOutput = (o: StoredOutput): StoredOutput => ({ ...o })
 const isFinished = (t: TaskRecord): boolean => t.status !== 'processing'
 
 /**
- * Up to `limit` of `due` (oldest first) under `share` (store/tasks.ts ClaimShare): accounts in turn,
+ * Up to `limit` of `due` (oldest first) under `share` (types.ts ClaimShare): accounts in turn,
  * each up to its room; handed back oldest first.
  */
 function pickShared<T extends { accountId: string }>(
@@ -42,22 +43,26 @@ function pickShared<T extends { accountId: string }>(
     .map((r) => r.item)
 }
 
-export interface TaskStores {
-  tasks: TaskStore
-  outputs: OutputStore
-  webhooks: WebhookStore
-  secrets: SecretStore
+/** Tasks and webhook deliveries: a task's sweep also drops its settled deliveries. */
+interface TaskMaps {
+  tasks: Map<string, TaskRecord>
+  /** accountId + '\0' + idempotency key → task id. */
+  byKey: Map<string, string>
+  deliveries: Map<string, WebhookDelivery>
 }
 
 export function createMemoryTaskStores(): TaskStores {
-  const tasks = new Map<string, TaskRecord>()
-  /** accountId + '\0' + idempotency key → task id. */
-  const byKey = new Map<string, string>()
-  const outputs = new Map<string, StoredOutput>()
-  const deliveries = new Map<string, WebhookDelivery>()
-  const secrets = new Map<string, string>()
+  const maps: TaskMaps = { tasks: new Map(), byKey: new Map(), deliveries: new Map() }
+  return {
+    tasks: createMemoryTaskStore(maps),
+    outputs: createMemoryOutputStore(),
+    webhooks: createMemoryWebhookStore(maps.deliveries),
+    secrets: createMemorySecretStore(),
+  }
+}
 
-  const taskStore: TaskStore = {
+function createMemoryTaskStore({ tasks, byKey, deliveries }: TaskMaps): TaskStore {
+  return {
     async create(task, idempotencySince) {
       if (tasks.has(task.id)) throw new Error(`task ${task.id} exists`)
       if (task.idempotencyKey !== null) {
@@ -151,8 +156,11 @@ export function createMemoryTaskStores(): TaskStores {
       return removed
     },
   }
+}
 
-  const outputStore: OutputStore = {
+function createMemoryOutputStore(): OutputStore {
+  const outputs = new Map<string, StoredOutput>()
+  return {
     async put(output) {
       outputs.set(output.id, copyOutput(output))
     },
@@ -172,8 +180,10 @@ export function createMemoryTaskStores(): TaskStores {
       return found
     },
   }
+}
 
-  const webhookStore: WebhookStore = {
+function createMemoryWebhookStore(deliveries: Map<string, WebhookDelivery>): WebhookStore {
+  return {
     async enqueue(delivery) {
       if (!deliveries.has(delivery.id)) deliveries.set(delivery.id, copyDelivery(delivery))
     },
@@ -215,8 +225,11 @@ export function createMemoryTaskStores(): TaskStores {
         .map(copyDelivery)
     },
   }
+}
 
-  const secretStore: SecretStore = {
+function createMemorySecretStore(): SecretStore {
+  const secrets = new Map<string, string>()
+  return {
     async getOrCreate(name, create) {
       let v = secrets.get(name)
       if (v === undefined) {
@@ -232,6 +245,4 @@ export function createMemoryTaskStores(): TaskStores {
       secrets.set(name, value)
     },
   }
-
-  return { tasks: taskStore, outputs: outputStore, webhooks: webhookStore, secrets: secretStore }
 }

@@ -1,3 +1,5 @@
+import type { DatabaseSync } from 'node:sqlite'
+
 // The SQLite schema, as versioned migrations. A database records the versions it has in
 // `schema_version`; at start the store applies the missing ones in order, inside one `BEGIN IMMEDIATE`
 // transaction, so two processes starting on one file at once cannot both apply one. Never edit a
@@ -100,7 +102,7 @@ export const sqliteMigrations: readonly Migration[] = [
   },
   {
     version: 3,
-    // Asynchronous predictions (store/tasks.ts). JSON fields are TEXT JSON; a null `upstream_state` or
+    // Asynchronous predictions (store/types.ts). JSON fields are TEXT JSON; a null `upstream_state` or
     // `error` is SQL NULL. `seq` is the insertion order, the tie-break of "oldest first" (as the
     // memory store's insertion-ordered maps). An idempotency key lives in `task_keys`, not as a UNIQUE
     // column of `tasks`: a key whose task is older than the window moves to the new task while the
@@ -187,7 +189,7 @@ export const sqliteMigrations: readonly Migration[] = [
   },
   {
     version: 4,
-    // When a task's submit started (store/tasks.ts TaskRecord.submitStartedAt): a submit cut by a
+    // When a task's submit started (store/types.ts TaskRecord.submitStartedAt): a submit cut by a
     // crash is not sent again.
     sql: `ALTER TABLE tasks ADD COLUMN submit_started_at INTEGER;`,
   },
@@ -199,7 +201,7 @@ export const sqliteMigrations: readonly Migration[] = [
   },
   {
     version: 6,
-    // Stored Responses API answers (store/responses.ts): input and response are TEXT JSON, read whole.
+    // Stored Responses API answers (store/types.ts): input and response are TEXT JSON, read whole.
     sql: `
       CREATE TABLE responses (
         id TEXT PRIMARY KEY,
@@ -247,3 +249,28 @@ export const sqliteMigrations: readonly Migration[] = [
     sql: `ALTER TABLE tasks ADD COLUMN attempts TEXT;`,
   },
 ]
+
+/** Applies the migrations `db` lacks, in one write transaction. */
+export function migrateSqlite(db: DatabaseSync, migrations: readonly Migration[] = sqliteMigrations): void {
+  db.exec('BEGIN IMMEDIATE')
+  try {
+    db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT')
+    const row = db.prepare('SELECT max(version) AS v FROM schema_version').get() as { v: number | null }
+    const current = row.v ?? 0
+    const latest = migrations.at(-1)?.version ?? 0
+    if (current > latest) {
+      throw new Error(
+        `the database has schema version ${current}, newer than this gateway knows (${latest}): run a newer gateway`,
+      )
+    }
+    for (const m of migrations) {
+      if (m.version <= current) continue
+      db.exec(m.sql)
+      db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(m.version)
+    }
+    db.exec('COMMIT')
+  } catch (err) {
+    if (db.isTransaction) db.exec('ROLLBACK')
+    throw err
+  }
+}
