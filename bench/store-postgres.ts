@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import pg from 'pg'
 import { createPostgresStore } from '../src/store/postgres/index.ts'
-import type { GenerationRecord } from '../src/store/types.ts'
+import type { GenerationRecord } from '../src/domain/records.ts'
 
 // Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),
 // sequential and with concurrent callers, then a request's store calls as the gateway makes them (key

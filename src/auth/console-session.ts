@@ -1,7 +1,8 @@
 import { createHmac, randomBytes } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.ts'
-import type { Account, ApiKeyRecord, KeyLookup, Store } from '../store/types.ts'
+import type { KeyLookup, Store } from '../store/types.ts'
+import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
 import { adminKeyMatcher } from './admin-key.ts'
 import { hashKey } from './keys.ts'
 import {

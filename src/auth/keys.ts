@@ -1,7 +1,8 @@
 import { hash } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.ts'
-import type { Account, AccountStore, ApiKeyRecord, KeyLookup } from '../store/types.ts'
+import type { AccountStore, KeyLookup } from '../store/types.ts'
+import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
 
 // Account keys (inference and management): a bearer or x-api-key looked up by its hash, the key's role
 // against the route's, and the key's model allow-list.

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { RateLimits } from '../store/types.ts'
+import type { RateLimits } from '../domain/accounts.ts'
 import { compilePrice } from './prices.ts'
 
 // Billing's slice of the config: credit reservations and default rate limits (the file's `limits`

@@ -1,4 +1,4 @@
-import type { GenerationRecord } from '../store/types.ts'
+import type { GenerationRecord } from '../domain/records.ts'
 import { fromPpm, toUsd } from './money.ts'
 
 /** A generation record as `GET /v1/generation` shows it (docs/design/api-contract.md + docs/design/decisions.md fields). */

@@ -2,20 +2,9 @@ import type { Logger } from 'pino'
 import { assertModelAllowed } from '../auth/keys.ts'
 import type { LimitsConfig } from './config.ts'
 import { GatewayError } from '../errors.ts'
-import type {
-  Account,
-  ApiKeyRecord,
-  AttemptRecord,
-  KeyHold,
-  RateCheck,
-  CostSource,
-  GenerationRecord,
-  GenerationUsage,
-  RateDecision,
-  Reservation,
-  ReservationRef,
-  Store,
-} from '../store/types.ts'
+import type { KeyHold, RateCheck, RateDecision, Reservation, ReservationRef, Store } from '../store/types.ts'
+import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
+import type { AttemptRecord, CostSource, GenerationRecord, GenerationUsage } from '../domain/records.ts'
 import type { Metrics } from '../metrics.ts'
 import { applyPpm, toUsd } from './money.ts'
 import { priceUsage } from './prices.ts'

@@ -1,8 +1,5 @@
 import type { Money } from '../domain/money.ts'
 
-// re-exported for src/store until its imports move to domain/
-export type { Money } from '../domain/money.ts'
-
 // Money is kept as integer picodollars (1e-12 USD) in a bigint. One token of the cheapest model
 // ($0.005 per million tokens) is 5 000 picodollars, so every per-token price is a whole number and
 // sums are exact. Conversion to a USD number happens only at the edge (JSON answers).

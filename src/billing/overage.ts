@@ -1,4 +1,4 @@
-import type { GenerationRecord } from '../store/types.ts'
+import type { GenerationRecord } from '../domain/records.ts'
 import type { Money } from '../domain/money.ts'
 
 // A request is charged at most what admission held for it, plus the account's overdraft, and never so

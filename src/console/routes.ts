@@ -4,7 +4,7 @@ import { SESSION_COOKIE, type ConsoleSessions, type SessionClaims } from '../aut
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
 import type { ConsoleAssets } from './assets.ts'
-import type { Account, ApiKeyRecord } from '../store/types.ts'
+import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
 
 // GET /console (the page), its assets, and the session: POST signs in with a key, GET tells who is
 // signed in (and hands the page its CSRF token again after a reload), DELETE signs out.

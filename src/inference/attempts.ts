@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics.ts'
 import type { UpstreamCall } from '../providers/types.ts'
 import type { Health } from '../routing/health.ts'
 import type { Candidate } from '../routing/router.ts'
-import type { AttemptRecord } from '../store/types.ts'
+import type { AttemptRecord } from '../domain/records.ts'
 import type { Generation } from './generation.ts'
 
 // Retries before anything is committed to the client. The candidates are tried in order; a failure

@@ -11,14 +11,9 @@ import {
   type MeteringDeps,
 } from '../billing/metering.ts'
 import { GatewayError } from '../errors.ts'
-import type {
-  Account,
-  ApiKeyRecord,
-  AttemptRecord,
-  GenerationRecord,
-  GenerationUsage,
-  ReservationRef,
-} from '../store/types.ts'
+import type { ReservationRef } from '../store/types.ts'
+import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
+import type { AttemptRecord, GenerationRecord, GenerationUsage } from '../domain/records.ts'
 import type { Renewals } from './renewals.ts'
 import { checkNotices, wantsNotices } from '../keys/notices.ts'
 import { toUsd } from '../billing/money.ts'

@@ -3,7 +3,7 @@ import { rateLimitsSchema } from '../billing/config.ts'
 import type { Money } from '../domain/money.ts'
 import { isWebhookSecret } from '../predictions/webhook-signing.ts'
 import { discountRateSchema as rate, overdraftSchema } from '../schemas/billing.ts'
-import type { RateLimits } from '../store/types.ts'
+import type { RateLimits } from '../domain/accounts.ts'
 
 // The accounts' slice of the config: the file's `accounts` block (src/config.ts hashes their keys
 // and adds the development account when there is none).

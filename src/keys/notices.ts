@@ -3,7 +3,8 @@ import type { PredictionsConfig } from '../predictions/config.ts'
 import { checkUrl, resolveAllowed } from '../http/address-guard.ts'
 import type { Logger } from '../logger.ts'
 import { spentFor, windowStart } from '../store/key-usage.ts'
-import type { Account, ApiKeyRecord, Store, WebhookDelivery } from '../store/types.ts'
+import type { Store, WebhookDelivery } from '../store/types.ts'
+import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
 
 // Notices to the account (`balance.low`, `key.limit.low`): checked after a generation is settled, when
 // the account has a notice URL and a threshold, and queued as a signed webhook delivery through the

@@ -3,7 +3,8 @@ import { hashKey, KEY_PREFIX_LENGTH } from '../auth/index.ts'
 import { GatewayError } from '../errors.ts'
 import type { CreateKeyBody } from '../schemas/keys.ts'
 import { toKeyPatch } from '../schemas/keys.ts'
-import type { ApiKeyRecord, KeyPatch, KeyUsage, Store } from '../store/types.ts'
+import type { KeyPatch, Store } from '../store/types.ts'
+import type { ApiKeyRecord, KeyUsage } from '../domain/accounts.ts'
 
 // An account's keys: issued (the secret answered once, only its hash kept), listed with their spend,
 // changed and revoked, always within one account: another account's key is as unknown as a missing one.

@@ -1,5 +1,6 @@
 import { fromPpm, toUsd } from '../billing/money.ts'
-import type { GenerationRecord, TaskRecord } from '../store/types.ts'
+import type { GenerationRecord } from '../domain/records.ts'
+import type { TaskRecord } from '../domain/tasks.ts'
 
 // The prediction body of `GET /v1/predictions/{id}` (docs/design/api-contract.md's Prediction task, docs/design/decisions.md's
 // Predictions), which is also the webhook's body: a pure function of the task, its generation record

@@ -3,7 +3,8 @@ import { Readable } from 'node:stream'
 import type { Logger } from 'pino'
 import type { FileStorage } from '../files/storage.ts'
 import type { MediaOutput } from '../providers/async-media/types.ts'
-import type { OutputStore, StoredOutput, TaskOutputRef, TaskStore } from '../store/types.ts'
+import type { OutputStore, StoredOutput, TaskStore } from '../store/types.ts'
+import type { TaskOutputRef } from '../domain/tasks.ts'
 
 // Hosted outputs of predictions (docs/design/decisions.md, Predictions): the gateway keeps the bytes an upstream
 // produced and hands out signed `GET /v1/outputs/{id}?expires=…&signature=…` URLs (their signing and

@@ -11,7 +11,8 @@ import { toGenerationBody } from '../billing/generation.ts'
 import { fromPpm, toPpm, toUsd, usd, usdRounded } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
-import type { Account, Credits, RateLimits, Store } from '../store/types.ts'
+import type { Credits, Store } from '../store/types.ts'
+import type { Account, RateLimits } from '../domain/accounts.ts'
 import { isWebhookSecret } from '../predictions/webhook-signing.ts'
 
 // The operator's API: accounts, keys, credits, discounts, rate limits and generations, changed

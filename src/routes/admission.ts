@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { admitRequest } from '../billing/metering.ts'
 import type { Deps } from '../deps.ts'
 import { shareExceeded } from '../http/json-body.ts'
-import type { AttemptRecord } from '../store/types.ts'
+import type { AttemptRecord } from '../domain/records.ts'
 
 // What the inference routes check before a request's body is read: the key and account (app.ts), then
 // the account's share of the body budget, the requests-per-minute limit and a balance above zero. A refused request's body is never read, so

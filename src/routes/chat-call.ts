@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Deps } from '../deps.ts'
 import { startChat, type ChatInput, type ChatStart } from '../inference/chat.ts'
 import type { ChatRequest } from '../providers/types.ts'
-import type { AttemptRecord } from '../store/types.ts'
+import type { AttemptRecord } from '../domain/records.ts'
 import { attemptHeaders } from './admission.ts'
 import { upstreamSignal } from './upstream-signal.ts'
 

@@ -1,7 +1,8 @@
 import { z } from 'zod'
 import { toUsd, usdRounded } from '../billing/money.ts'
 import { spentFor } from '../store/key-usage.ts'
-import type { Account, ApiKeyRecord, KeyPatch, KeyUsage, RateLimits } from '../store/types.ts'
+import type { KeyPatch } from '../store/types.ts'
+import type { Account, ApiKeyRecord, KeyUsage, RateLimits } from '../domain/accounts.ts'
 import type { Money } from '../domain/money.ts'
 
 // The account's key API in OpenRouter's shapes (its SDKs and scripts read these): `data` wrappers,

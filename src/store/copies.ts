@@ -1,4 +1,5 @@
-import type { Account, ApiKeyRecord, KeyLookup } from './types.ts'
+import type { KeyLookup } from './types.ts'
+import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
 
 // Copies of what a store hands out, so no caller shares an object the store (or its cache) keeps. By
 // hand: structuredClone costs several microseconds on every authenticated request.

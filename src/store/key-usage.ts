@@ -1,5 +1,6 @@
-import type { Money } from '../billing/money.ts'
-import type { AccountNotices, ApiKeyRecord, KeyHold, KeyUsage, LimitReset } from './types.ts'
+import type { Money } from '../domain/money.ts'
+import type { KeyHold } from './types.ts'
+import type { AccountNotices, ApiKeyRecord, KeyUsage, LimitReset } from '../domain/accounts.ts'
 
 // A key's spend, shared by every backend: one row of counters per key (everything, and the current
 // UTC day, week and month), added to by `settle` in the same step as the account's charge, so a key's

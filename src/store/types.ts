@@ -1,10 +1,14 @@
-import type { Money } from '../billing/money.ts'
-import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media/types.ts'
+import type { Account, ApiKeyRecord, KeyUsage, LimitReset } from '../domain/accounts.ts'
+import type { GenerationRecord } from '../domain/records.ts'
+import type { TaskRecord, TaskStatus } from '../domain/tasks.ts'
+import type { Money } from '../domain/money.ts'
+import type { MediaKind } from '../domain/media.ts'
 
-// Every state interface. Routes and services only see these; memory/ implements them for one
-// instance, and SQL backends (SQLite, PostgreSQL) implement the same ones durably. Every method is async
-// and every read-modify-write is one method, so a backend can make it one transaction. One contract
-// suite (test/contract/store.ts) runs against every backend.
+// Every state interface; the nouns they keep (accounts and keys, generation records, tasks) are in
+// domain/. Routes and services only see these; memory/ implements them for one instance, and SQL
+// backends (SQLite, PostgreSQL) implement the same ones durably. Every method is async and every
+// read-modify-write is one method, so a backend can make it one transaction. One contract suite
+// (test/contract/store.ts) runs against every backend.
 //
 // Backends can be mixed: accounts, ledger, generations and files form one group (account creation
 // opens the ledger, settle charges and records in one step), while rate limits are independent and
@@ -16,69 +20,6 @@ import type { JsonValue, MediaFamily, MediaKind } from '../providers/async-media
 // an account; the admin API can add more) is 1e21 picodollars, beyond a 64-bit integer (9.22e18): a
 // backend stores money in a column that holds it exactly (NUMERIC in SQL, a decimal string
 // elsewhere), never BIGINT or a float.
-
-export interface RateLimits {
-  requestsPerMinute?: number
-  tokensPerMinute?: number
-}
-
-export interface Account {
-  id: string
-  name: string
-  createdAt: number
-  /** Discount as parts per million of the upstream cost (750 000 = 75 % off). */
-  discountPpm: number
-  /** Per-model discounts (slug → ppm), taking precedence over `discountPpm`. */
-  modelDiscountsPpm: Record<string, number>
-  rateLimits: RateLimits
-  /**
-   * How far a request may be charged past its hold, and the account's balance go below zero, when the
-   * upstream reports more than admission allowed for (picodollars); absent: 0.
-   */
-  overdraft?: Money
-  /** Where and when the account is told of a low balance or a key near its limit; absent: never. */
-  notices?: AccountNotices
-}
-
-export interface AccountNotices {
-  /** The URL signed `balance.low` and `key.limit.low` events are posted to; null: none are sent. */
-  url: string | null
-  /** `balance.low` is sent when the balance falls to or below this (picodollars); null: never. */
-  balanceLow: Money | null
-}
-
-/** When a key's spending limit starts over: at 00:00 UTC, each Monday 00:00 UTC, each 1st 00:00 UTC. */
-export type LimitReset = 'daily' | 'weekly' | 'monthly'
-
-export interface ApiKeyRecord {
-  id: string
-  accountId: string
-  /** SHA-256 of the key, lowercase hex; the key itself is never stored. */
-  hash: string
-  /** The first characters of the key, to tell keys apart in listings. */
-  prefix: string
-  createdAt: number
-  // The key's settings. Absent means the default: no name, no limit, never expires, enabled, every
-  // model, only the account's rate limits, an inference key.
-  name?: string
-  /** Spending limit (picodollars, charges after discount) per `limitReset` window; null: none. */
-  limit?: Money | null
-  /** null: the limit counts every charge since the key was made. */
-  limitReset?: LimitReset | null
-  /** Unix ms from which the key is refused; null: never. */
-  expiresAt?: number | null
-  disabled?: boolean
-  /** Model slugs or patterns (`anthropic/*`) the key may call; null: every model. */
-  allowedModels?: string[] | null
-  /** Per-key limits, on top of the account's. */
-  rateLimits?: RateLimits
-  /** A management key manages its account's keys and reads its usage; it never calls a model. */
-  management?: boolean
-  /** `key.limit.low` is sent when the limit's remainder falls to or below this (picodollars); null: never. */
-  limitLow?: Money | null
-  /** Unix ms of the last settings change; null: never changed. */
-  updatedAt?: number | null
-}
 
 /** The settings a key's owner may change (`updateKey`). */
 export type KeyPatch = Partial<
@@ -100,19 +41,6 @@ export type KeyPatch = Partial<
 export interface KeyLookup {
   account: Account
   key: ApiKeyRecord
-}
-
-/**
- * What a key has spent (picodollars, charged after discount), counted by `settle` in the same step as
- * the account's charge: every record of the key, and those created in the current UTC day, week
- * (from Monday) and month. `held` is its open reservations.
- */
-export interface KeyUsage {
-  total: Money
-  daily: Money
-  weekly: Money
-  monthly: Money
-  held: Money
 }
 
 /** The key a reservation is taken for, and its spending limit (checked in the same step as the balance). */
@@ -228,69 +156,6 @@ export interface SettleLimit {
   held?: Money
   /** Unix ms: which of the account's other holds are still open. */
   now?: number
-}
-
-export type CostSource = 'upstream' | 'estimate'
-
-export interface GenerationUsage {
-  prompt_tokens: number
-  completion_tokens: number
-  total_tokens: number
-  prompt_tokens_details: {
-    cached_tokens: number
-    cache_write_tokens: number
-    audio_tokens: number
-    video_tokens: number
-  }
-  completion_tokens_details: { reasoning_tokens: number; image_tokens: number; audio_tokens: number }
-}
-
-/** One upstream call made for a generation (the answering one is the last). */
-export interface AttemptRecord {
-  /** The configured provider (`openai`, …) and the deployment id within the model. */
-  provider: string
-  deployment: string
-  /** The model slug it was a deployment of (differs from the record's model for a fallback). */
-  model: string
-  /** The upstream's HTTP status; null when none came (connection refused, timeout). */
-  status: number | null
-  /** `ok`, or the gateway error code the failure mapped to. */
-  outcome: string
-  /** Unix ms when the call started. */
-  startedAt: number
-  durationMs: number
-}
-
-export interface GenerationRecord {
-  generationId: string
-  accountId: string
-  api: string
-  model: string
-  provider: string
-  createdAt: number
-  generationTimeMs: number
-  latencyMs: number
-  streamed: boolean
-  finishReason: string | null
-  cancelled: boolean
-  costSource: CostSource
-  usage: GenerationUsage
-  upstreamCost: Money
-  discountPpm: number
-  discount: Money
-  cost: Money
-  /**
-   * What the upstream's usage priced beyond the charge's bound (cost after discount, not charged), and
-   * the tokens it stands for; absent when nothing was left unbilled.
-   */
-  unbilledOverage?: { usd: Money; tokens: number }
-  /** Every upstream call, in order; absent on records written before attempts were kept. */
-  attempts?: AttemptRecord[]
-  /**
-   * The hash of the API key that made it (never the key). A settle given none takes its reservation's
-   * (`reserveForKey`); absent when neither named one.
-   */
-  keyHash?: string
 }
 
 export interface GenerationPage {
@@ -524,84 +389,6 @@ export interface FileStore {
   usage(accountId: string): Promise<{ files: number; bytes: number }>
   /** Which of `storageKeys` some file record points at (the orphan sweep keeps those bytes). */
   existingKeys(storageKeys: readonly string[]): Promise<Set<string>>
-}
-
-// ---- Asynchronous predictions
-//
-// State of asynchronous predictions: tasks, their hosted outputs, pending webhook deliveries, and
-// small named secrets (webhook signing secrets of accounts, the output-URL signing key). Implemented
-// by memory (memory/tasks.ts), SQLite and PostgreSQL; one contract suite runs against all three.
-//
-// Several gateway instances share one store: a task is driven by whichever instance holds its lease
-// (`claimDue` takes it for `leaseMs`; the holder renews it by claiming again or releases it by
-// `advance`). An instance that dies simply stops renewing, and another takes the task over once the
-// lease runs out. Webhook deliveries are leased the same way. Times are the caller's `now` (Unix ms).
-
-export type TaskStatus = 'processing' | 'success' | 'failed' | 'cancelled'
-
-export interface TaskError {
-  code: string
-  message: string
-}
-
-/** One hosted output of a finished task (its bytes are in the outputs' FileStorage). */
-export interface TaskOutputRef {
-  /** The output's id (`out_…`): the key of its signed URL. */
-  id: string
-  type: MediaKind
-}
-
-export interface TaskRecord {
-  /** 32 lowercase hex; also the task's generation id and its credit reservation's id. */
-  id: string
-  accountId: string
-  /** The model slug asked for. */
-  model: string
-  family: MediaFamily
-  /** The configured provider and deployment serving it, and the model id upstream. */
-  provider: string
-  deployment: string
-  upstreamModel: string
-  /** The validated input with defaults applied. */
-  input: JsonValue
-  webhook: string | null
-  /**
-   * Origin (`https://host`) that output URLs in webhook bodies use: the configured public URL, else the
-   * creating request's own. Lookups use their own request's origin.
-   */
-  origin: string
-  status: TaskStatus
-  /** Null until the upstream accepted the job; then the adapter's state for `poll` and `cancel`. */
-  upstreamState: JsonValue | null
-  /** Cancelled by the client while an upstream job may still run: the runner cancels it upstream. */
-  cancelUpstream: boolean
-  outputs: TaskOutputRef[]
-  error: TaskError | null
-  /** Unix ms. */
-  createdAt: number
-  updatedAt: number
-  /** A task still processing at this time fails with `timeout`. */
-  deadlineAt: number
-  /** When the runner should look at it next. */
-  nextRunAt: number
-  /** How many times the runner has looked at it (backoff grows with it). */
-  runs: number
-  /** The instance holding the lease, and until when; '' and 0 when nobody holds it. */
-  leaseOwner: string
-  leaseUntil: number
-  /** `Idempotency-Key` of the creating request and the SHA-256 of its body, when it had one. */
-  idempotencyKey: string | null
-  requestHash: string | null
-  /**
-   * When a submit to the upstream started, while `upstreamState` is still null: set, the upstream may
-   * have accepted the job (the instance stopped before it recorded the answer), so it is not sent again.
-   */
-  submitStartedAt: number | null
-  /**
-   * The upstream calls made for it so far, in order: every submit and every poll that failed (its
-   * generation record's `attempts`). Absent until the first; absent on tasks stored before they were kept.
-   */
-  attempts?: AttemptRecord[]
 }
 
 /**

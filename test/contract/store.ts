@@ -2,14 +2,9 @@ import { createHash, randomUUID } from 'node:crypto'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { usd } from '../../src/billing/money.ts'
 import { toGatewayError } from '../../src/errors.ts'
-import type {
-  FileQuota,
-  StoredFile,
-  Account,
-  ApiKeyRecord,
-  GenerationRecord,
-  Store,
-} from '../../src/store/types.ts'
+import type { FileQuota, StoredFile, Store } from '../../src/store/types.ts'
+import type { Account, ApiKeyRecord } from '../../src/domain/accounts.ts'
+import type { GenerationRecord } from '../../src/domain/records.ts'
 
 // The one contract of the Store interfaces. Every backend runs it (memory.contract.test.ts, and the
 // SQL backends next): what passes here is what routes and metering may rely on.

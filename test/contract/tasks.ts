@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { describe, expect, it, onTestFinished, vi } from 'vitest'
-import type { StoredOutput, TaskRecord, WebhookDelivery, Store } from '../../src/store/types.ts'
+import type { StoredOutput, WebhookDelivery, Store } from '../../src/store/types.ts'
+import type { TaskRecord } from '../../src/domain/tasks.ts'
 
 // The contract of the prediction stores (src/store/types.ts): tasks, hosted outputs, webhook
 // deliveries and secrets. Every backend runs it (memory, sqlite and postgres *.contract.test.ts).

@@ -3,9 +3,6 @@ import type { UpstreamCall } from '../types.ts'
 import type { BillableUsage } from '../../domain/prices.ts'
 import type { JsonValue, MediaInput, MediaKind } from '../../domain/media.ts'
 
-// re-exported for src/store until its imports move to domain/
-export type { JsonValue, MediaFamily, MediaKind } from '../../domain/media.ts'
-
 // Asynchronous media generation (predictions): one interface every media upstream speaks. The task
 // runner (predictions/runner.ts) calls `submit` once, then `poll` with the state `submit` or the previous
 // `poll` returned until the job is done or failed; `cancel` when the client cancels. The state is

@@ -1,5 +1,6 @@
 import { byDayThenModel, DAY_MS } from '../activity.ts'
-import type { ActivityRow, GenerationRecord, GenerationStore } from '../types.ts'
+import type { ActivityRow, GenerationStore } from '../types.ts'
+import type { GenerationRecord } from '../../domain/records.ts'
 import { copyRecord, type LedgerState } from './state.ts'
 
 // Reads of the generation records the ledger's settle stores (ledger.ts), and their retention.

@@ -1,6 +1,7 @@
 import { capCharge, chargeCeiling } from '../../billing/overage.ts'
 import { chargeCounters, keyRoom, noCounters, usageAt } from '../key-usage.ts'
-import type { GenerationRecord, LedgerStore, ReservationRef, SettleLimit } from '../types.ts'
+import type { LedgerStore, ReservationRef, SettleLimit } from '../types.ts'
+import type { GenerationRecord } from '../../domain/records.ts'
 import {
   copyRecord,
   creditsOf,

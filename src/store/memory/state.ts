@@ -1,5 +1,7 @@
 import type { KeyCounters } from '../key-usage.ts'
-import type { Account, ApiKeyRecord, Credits, GenerationRecord } from '../types.ts'
+import type { Credits } from '../types.ts'
+import type { Account, ApiKeyRecord } from '../../domain/accounts.ts'
+import type { GenerationRecord } from '../../domain/records.ts'
 
 // The state one process's accounts, keys, ledger and generation records share (account creation opens
 // the ledger; settle charges the account, the key and stores the record in one step), and what reads

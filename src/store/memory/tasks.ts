@@ -4,11 +4,11 @@ import type {
   SecretStore,
   StoredOutput,
   TaskStores,
-  TaskRecord,
   TaskStore,
   WebhookDelivery,
   WebhookStore,
 } from '../types.ts'
+import type { TaskRecord } from '../../domain/tasks.ts'
 
 // One process's prediction state (the interfaces: types.ts). As in state.ts, each method runs to
 // completion without awaiting, so every read-modify-write is atomic; records are copied in and out.

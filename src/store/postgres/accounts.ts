@@ -1,4 +1,5 @@
-import type { Account, AccountStore, Store } from '../types.ts'
+import type { AccountStore, Store } from '../types.ts'
+import type { Account } from '../../domain/accounts.ts'
 import { decodeNotices, encodeNotices } from '../key-usage.ts'
 import { changing, type KeyCache } from './key-cache.ts'
 import { money, toMoney, type Query } from './pool.ts'

@@ -1,4 +1,4 @@
-import type { Money } from '../../billing/money.ts'
+import type { Money } from '../../domain/money.ts'
 import type { AdmissionStore, AdmitOutcome, BeforeBodyOutcome, KeyHold } from '../types.ts'
 import { batched, type Batch } from './batch.ts'
 import { keyHoldParams, toKeyHeld, type CreditsKnown } from './ledger.ts'

@@ -1,5 +1,6 @@
 import { byDayThenModel, DAY_MS } from '../activity.ts'
-import type { GenerationRecord, GenerationStore } from '../types.ts'
+import type { GenerationStore } from '../types.ts'
+import type { GenerationRecord } from '../../domain/records.ts'
 import { toMoney, type Query } from './pool.ts'
 
 // Generation records: read here, written by the settle statement (ledger.ts).

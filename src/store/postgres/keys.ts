@@ -1,4 +1,5 @@
-import type { AccountStore, ApiKeyRecord, KeyLookup } from '../types.ts'
+import type { AccountStore, KeyLookup } from '../types.ts'
+import type { ApiKeyRecord } from '../../domain/accounts.ts'
 import { copyLookup } from '../copies.ts'
 import { decodeKeySettings, encodeKeySettings } from '../key-usage.ts'
 import { ACCOUNT_COLUMNS, toAccount, type AccountRow } from './accounts.ts'

@@ -1,15 +1,8 @@
 import { capCharge } from '../../billing/overage.ts'
-import type { Money } from '../../billing/money.ts'
+import type { Money } from '../../domain/money.ts'
 import { usageAt, windowStart, windowStarts } from '../key-usage.ts'
-import type {
-  Credits,
-  GenerationRecord,
-  KeyHold,
-  LedgerStore,
-  Reservation,
-  ReservationRef,
-  SettleLimit,
-} from '../types.ts'
+import type { Credits, KeyHold, LedgerStore, Reservation, ReservationRef, SettleLimit } from '../types.ts'
+import type { GenerationRecord } from '../../domain/records.ts'
 import { batched, type Batch } from './batch.ts'
 import { KEY_CACHE } from './key-cache.ts'
 import { DatabaseError, isUnknownAccount, money, toMoney, type Query } from './pool.ts'

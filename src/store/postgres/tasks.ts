@@ -1,20 +1,17 @@
 import type { JsonValue, MediaFamily, MediaKind } from '../../domain/media.ts'
 import type {
-  AttemptRecord,
   TaskStores,
   ClaimShare,
   DeliveryStatus,
   OutputStore,
   SecretStore,
   StoredOutput,
-  TaskError,
-  TaskOutputRef,
-  TaskRecord,
-  TaskStatus,
   TaskStore,
   WebhookDelivery,
   WebhookStore,
 } from '../types.ts'
+import type { AttemptRecord } from '../../domain/records.ts'
+import type { TaskError, TaskOutputRef, TaskRecord, TaskStatus } from '../../domain/tasks.ts'
 import type { Query, Transaction } from './pool.ts'
 
 // The prediction state (store/tasks.ts) in PostgreSQL, shared by every gateway instance on the

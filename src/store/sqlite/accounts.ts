@@ -1,5 +1,6 @@
 import { decodeNotices, encodeNotices } from '../key-usage.ts'
-import type { Account, AccountStore, AppliedConfigStore } from '../types.ts'
+import type { AccountStore, AppliedConfigStore } from '../types.ts'
+import type { Account } from '../../domain/accounts.ts'
 import type { SqliteHelpers } from './commit.ts'
 import type { SqliteKeys } from './keys.ts'
 

@@ -1,5 +1,6 @@
 import { byDayThenModel, DAY_MS, joinSplitSum, splitSumSql } from '../activity.ts'
-import type { GenerationRecord, GenerationStore } from '../types.ts'
+import type { GenerationStore } from '../types.ts'
+import type { GenerationRecord } from '../../domain/records.ts'
 import type { SqliteHelpers } from './commit.ts'
 
 // Generation records: their encoding (the ledger's settle writes them: ledger.ts) and their reads.

@@ -1,6 +1,7 @@
 import { copyLookup } from '../copies.ts'
 import { decodeKeySettings, encodeKeySettings, type KeyCounters } from '../key-usage.ts'
-import type { AccountStore, ApiKeyRecord, KeyLookup } from '../types.ts'
+import type { AccountStore, KeyLookup } from '../types.ts'
+import type { ApiKeyRecord } from '../../domain/accounts.ts'
 import { toAccount, type AccountRow } from './accounts.ts'
 import type { SqliteHelpers } from './commit.ts'
 

@@ -1,14 +1,7 @@
 import { capCharge, chargeCeiling } from '../../billing/overage.ts'
 import { chargeCounters, keyRoom, noCounters, usageAt } from '../key-usage.ts'
-import type {
-  Credits,
-  GenerationRecord,
-  KeyHold,
-  LedgerStore,
-  Reservation,
-  ReservationRef,
-  SettleLimit,
-} from '../types.ts'
+import type { Credits, KeyHold, LedgerStore, Reservation, ReservationRef, SettleLimit } from '../types.ts'
+import type { GenerationRecord } from '../../domain/records.ts'
 import type { SqliteHelpers } from './commit.ts'
 import { encodeRecord } from './generations.ts'
 import { countersOf, keyHeldOf, writeCounters } from './keys.ts'

@@ -2,22 +2,19 @@ import type { SQLInputValue } from 'node:sqlite'
 import type { SqliteHelpers } from './commit.ts'
 import type { JsonValue, MediaFamily, MediaKind } from '../../domain/media.ts'
 import type {
-  AttemptRecord,
   TaskStores,
   ClaimShare,
   DeliveryStatus,
   OutputStore,
   SecretStore,
   StoredOutput,
-  TaskError,
-  TaskOutputRef,
   TaskPatch,
-  TaskRecord,
-  TaskStatus,
   TaskStore,
   WebhookDelivery,
   WebhookStore,
 } from '../types.ts'
+import type { AttemptRecord } from '../../domain/records.ts'
+import type { TaskError, TaskOutputRef, TaskRecord, TaskStatus } from '../../domain/tasks.ts'
 
 // The prediction state (the interfaces: types.ts) in the SQLite file, with commit.ts's helpers: `tx` runs a
 // read-modify-write in the next group commit (BEGIN IMMEDIATE, so it holds the file's write lock from

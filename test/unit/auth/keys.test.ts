@@ -1,7 +1,8 @@
 import type { FastifyRequest } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { hashKey, requireAccountKey } from '../../../src/auth/keys.ts'
-import type { Account, AccountStore, ApiKeyRecord, KeyLookup } from '../../../src/store/types.ts'
+import type { AccountStore, KeyLookup } from '../../../src/store/types.ts'
+import type { Account, ApiKeyRecord } from '../../../src/domain/accounts.ts'
 
 const NOW = 1_700_000_000_000
 const account = { id: 'acme', name: 'acme', createdAt: 0 } as Account

@@ -14,7 +14,7 @@ import { loadConfig } from '../../../src/config.ts'
 import { beginGeneration, type GenerationDeps } from '../../../src/inference/generation.ts'
 import { createRenewals } from '../../../src/inference/renewals.ts'
 import { createMemoryStore } from '../../../src/store/memory/index.ts'
-import type { GenerationRecord } from '../../../src/store/types.ts'
+import type { GenerationRecord } from '../../../src/domain/records.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 import type { Deployment, ServedModel } from '../../../src/domain/models.ts'
 

@@ -7,7 +7,7 @@ import { backoffMs, retryAfterMs, tryCandidates } from '../../../src/inference/a
 import type { Generation, Outcome } from '../../../src/inference/generation.ts'
 import { createHealth } from '../../../src/routing/health.ts'
 import type { Candidate } from '../../../src/routing/router.ts'
-import type { AttemptRecord } from '../../../src/store/types.ts'
+import type { AttemptRecord } from '../../../src/domain/records.ts'
 
 const base = loadConfig({ NODE_ENV: 'test' }).routing
 

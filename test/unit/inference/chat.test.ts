@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { startChat } from '../../../src/inference/chat.ts'
 import { parseChatRequest } from '../../../src/schemas/chat.ts'
-import type { Account, GenerationRecord } from '../../../src/store/types.ts'
+import type { Account } from '../../../src/domain/accounts.ts'
+import type { GenerationRecord } from '../../../src/domain/records.ts'
 import { startGateway, type TestGateway } from '../../support/gateway.ts'
 
 let gw: TestGateway | undefined

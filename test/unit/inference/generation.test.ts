@@ -8,7 +8,7 @@ import { beginGeneration, type GenerationDeps, type Outcome } from '../../../src
 import { createRenewals } from '../../../src/inference/renewals.ts'
 import { createMetrics } from '../../../src/metrics.ts'
 import { createMemoryStore } from '../../../src/store/memory/index.ts'
-import type { Account } from '../../../src/store/types.ts'
+import type { Account } from '../../../src/domain/accounts.ts'
 import { accountFixture } from '../../contract/store.ts'
 import type { Deployment, ServedModel } from '../../../src/domain/models.ts'
 import type { PriceTable } from '../../../src/domain/prices.ts'

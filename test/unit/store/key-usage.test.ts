@@ -8,7 +8,7 @@ import {
   usageAt,
   windowStarts,
 } from '../../../src/store/key-usage.ts'
-import type { ApiKeyRecord } from '../../../src/store/types.ts'
+import type { ApiKeyRecord } from '../../../src/domain/accounts.ts'
 
 describe('key spend windows', () => {
   it('start at 00:00 UTC, on Monday 00:00 UTC and on the 1st 00:00 UTC', () => {

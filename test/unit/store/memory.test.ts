@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
-import type { StoredFile, Account, GenerationRecord, RateLimitStore } from '../../../src/store/types.ts'
+import type { StoredFile, RateLimitStore } from '../../../src/store/types.ts'
+import type { Account } from '../../../src/domain/accounts.ts'
+import type { GenerationRecord } from '../../../src/domain/records.ts'
 import { createMemoryRateLimitStore, createMemoryStore } from '../../../src/store/memory/index.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 
