@@ -24,6 +24,15 @@ afterAll(() => {
 })
 const start = useServerProcesses()
 
+/**
+ * A mock provider whose answers take ten minutes: a request to it is still in flight whenever the
+ * gateway is killed, whatever the machine's speed.
+ */
+const stalled = {
+  providers: { stalled: { kind: 'mock', latencyMs: 600_000 } },
+  models: [{ ...pricedMockModel, slug: 'stalled/chat', provider: 'stalled' }],
+}
+
 /** A data directory and the environment of a gateway keeping its state there. */
 function workspace(): Record<string, string> {
   const dir = mkdtempSync(join(tmpdir(), 'junction-restart-'))
@@ -32,7 +41,8 @@ function workspace(): Record<string, string> {
   writeFileSync(
     config,
     JSON.stringify({
-      models: [pricedMockModel],
+      providers: stalled.providers,
+      models: [pricedMockModel, ...stalled.models],
     }),
   )
   return {
@@ -59,12 +69,17 @@ async function adminAccount(s: Running, credits: number): Promise<Record<string,
 }
 
 /** A chat request read to its end: its generation id when the whole answer arrived, else null. */
-async function chat(s: Running, auth: Record<string, string>, stream: boolean): Promise<string | null> {
+async function chat(
+  s: Running,
+  auth: Record<string, string>,
+  stream: boolean,
+  model = 'mock/chat',
+): Promise<string | null> {
   try {
     const res = await post(
       s,
       '/v1/chat/completions',
-      { model: 'mock/chat', messages: [{ role: 'user', content: 'hello there' }], stream },
+      { model, messages: [{ role: 'user', content: 'hello there' }], stream },
       auth,
     )
     const text = await res.text()
@@ -158,7 +173,11 @@ describe('restart on the SQLite backend', () => {
     let killAt!: () => void
     const halfway = new Promise<void>((resolve) => (killAt = resolve))
     const answered: (string | null)[] = []
-    const requests = Array.from({ length: 200 }, async (_, i) => {
+    // 20 of them go to the stalled provider: in flight at the kill, so it lands in the middle.
+    const stalledAnswers: Promise<string | null>[] = Array.from({ length: 20 }, (_, i) =>
+      chat(first, auth, i % 2 === 0, 'stalled/chat'),
+    )
+    const requests = Array.from({ length: 180 }, async (_, i) => {
       const id = await chat(first, auth, i % 2 === 0)
       answered.push(id)
       if (id !== null && ++completed === 60) killAt()
@@ -170,8 +189,8 @@ describe('restart on the SQLite backend', () => {
     await exited
     const complete = answered.filter((id): id is string => id !== null)
     expect(complete.length).toBeGreaterThanOrEqual(60)
-    // The kill landed in the middle: some answers never arrived.
-    expect(complete.length).toBeLessThan(200)
+    // The kill landed in the middle: the stalled requests were cut, none of them answered.
+    expect(await Promise.all(stalledAnswers)).toEqual(Array(20).fill(null))
 
     const second = await start(env)
     const records = await allRecords(second)
