@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { GatewayError, type ErrorCode } from '../errors.ts'
+import { collectStartupGarbage } from '../startup-gc.ts'
 import { openSqliteStore, SETTLED_AS_GIVEN, type SqliteEngine } from './sqlite.ts'
 
 // The database thread of the SQLite store (sqlite-thread.ts starts it): sqlite.ts's store on this
@@ -54,6 +55,8 @@ const store = openSqliteStore(data.path, {
   keyCacheCheckMs: 0,
   autoCheckpointPages: data.autoCheckpointPages,
 })
+// Loading this thread's modules grew its young generation: given back before the first message.
+collectStartupGarbage()
 
 const describe = (err: unknown): string => {
   if (!(err instanceof Error)) return String(err)
