@@ -16,6 +16,9 @@ export function collectStartupGarbage(): void {
   if (gc === undefined) {
     setFlagsFromString('--expose-gc')
     gc = runInNewContext('gc') as ((options?: object) => void) | undefined
+    // Back as it was: V8's flags are part of the key of node's compile cache (and of its code cache),
+    // so a thread started after this would miss the entries its modules have there.
+    setFlagsFromString('--no-expose-gc')
   }
   gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' })
 }
