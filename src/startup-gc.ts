@@ -14,11 +14,18 @@ import { runInNewContext } from 'node:vm'
 export function collectStartupGarbage(): void {
   let gc = (globalThis as { gc?: (options?: object) => void }).gc
   if (gc === undefined) {
+    // The flags are the process's, not the thread's: when two threads do this at once (two SQLite
+    // stores starting together), one may find `gc` gone again. It is only memory: that thread skips it.
     setFlagsFromString('--expose-gc')
-    gc = runInNewContext('gc') as ((options?: object) => void) | undefined
-    // Back as it was: V8's flags are part of the key of node's compile cache (and of its code cache),
-    // so a thread started after this would miss the entries its modules have there.
-    setFlagsFromString('--no-expose-gc')
+    try {
+      gc = runInNewContext('gc') as (options?: object) => void
+    } catch {
+      return
+    } finally {
+      // Back as it was: V8's flags are part of the key of node's compile cache (and of its code
+      // cache), so a thread started after this would miss the entries its modules have there.
+      setFlagsFromString('--no-expose-gc')
+    }
   }
-  gc?.({ type: 'major', execution: 'sync', flavor: 'last-resort' })
+  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
 }
