@@ -101,6 +101,8 @@ export function createChunkTemplates(): {
       const delta = (raw.choices[0] as { delta?: { content?: unknown; reasoning_content?: unknown } }).delta
       // What the translation fills in or moves (a missing created, DeepSeek's reasoning) is not kept.
       if (typeof delta?.content !== 'string' || delta.reasoning_content !== undefined) return false
+      // A parsed `__proto__` key is the object's own; a copy's assignment would set its prototype.
+      if (data.includes('"__proto__":')) return false
       learnt++
       // The event's text is what serialising its parse gives (no spaces, no unusual escapes, numbers
       // as JavaScript writes them): then its content's string is where `learn` finds it.

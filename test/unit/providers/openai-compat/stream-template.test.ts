@@ -83,6 +83,11 @@ const streams: Record<string, string[]> = {
       withContent(c).replace('"usage":null', '"usage":{"prompt_tokens":1,"total_tokens":2}'),
     ),
   ),
+  'a __proto__ key': longStream(
+    ['"a"', '"b"', '"c"'].map((c) =>
+      withContent(c).replace('"logprobs":null', '"logprobs":null,"__proto__":{"x":1}'),
+    ),
+  ),
   'a string where the content was': longStream([
     withContent('"a"'),
     withContent('"b","extra":"x"'),
