@@ -29,6 +29,17 @@ COPY console ./console
 # (./data/files) and predictions' outputs (./data/outputs): the only directory the gateway writes,
 # owned by its user; mount a volume there.
 RUN mkdir -p /app/data/files /app/data/outputs && chown -R node:node /app/data
+# Node's compile cache, filled here with every module the gateway loads (scripts/warm-compile-cache.ts):
+# a module found there is not type-stripped again, so the gateway's threads never load the type
+# stripper (≈18 MB of RSS in each of the event loop, the database thread and the checkpoint thread).
+# Node keeps one cache per user id, so it is filled as `node`, then made read-only for it like the code.
+ENV NODE_COMPILE_CACHE=/app/.compile-cache
+COPY scripts/warm-compile-cache.ts ./scripts/
+RUN mkdir /app/.compile-cache && chown node:node /app/.compile-cache
+USER node
+RUN node --disable-warning=ExperimentalWarning scripts/warm-compile-cache.ts
+USER root
+RUN chown -R root:root /app/.compile-cache && chmod -R a+rX,go-w /app/.compile-cache
 VOLUME /app/data
 USER node
 EXPOSE 8080

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
 import { createDeps } from './deps.ts'
+import { collectStartupGarbage } from './startup-gc.ts'
 
 async function main(): Promise<void> {
   let config
@@ -22,6 +23,8 @@ async function main(): Promise<void> {
     )
   }
   const app = await buildApp(deps)
+  await app.ready()
+  collectStartupGarbage()
   await app.listen({ host: config.server.host, port: config.server.port })
 
   let stopping = false

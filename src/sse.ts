@@ -70,6 +70,8 @@ export interface WriteSseOptions {
   signal: AbortSignal
   requestId: string
   log: Logger
+  /** An event's JSON text; JSON.stringify by default. */
+  serialise?: (event: unknown) => string
 }
 
 /**
@@ -84,11 +86,12 @@ export async function* writeSse(
   o: WriteSseOptions,
 ): AsyncGenerator<string> {
   let first = true
+  const serialise = o.serialise ?? JSON.stringify
   try {
     for await (const batch of batches) {
       if (batch.length === 0) continue
       let text = ''
-      for (const event of batch) text += sseData(event)
+      for (const event of batch) text += `data: ${serialise(event)}\n\n`
       yield text
       // The response socket is corked until the next tick; when the upstream's data is already
       // buffered, the promise chain would translate every buffered batch before that tick comes.

@@ -3,6 +3,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { Deps } from '../deps.ts'
 import { parseChatRequest } from '../schemas/chat.ts'
 import { writeSse } from '../sse.ts'
+import { createChunkSerialiser } from '../inference/chunk-text.ts'
 import { admitBeforeBody } from './admission.ts'
 import { openEventStream, routeChat } from './chat-call.ts'
 
@@ -13,7 +14,12 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
     const started = await chat.start(req)
     if (!started.stream) return started.completion
     openEventStream(deps, reply)
-    const body = writeSse(started.batches, { signal: chat.signal, requestId: request.id, log: request.log })
+    const body = writeSse(started.batches, {
+      signal: chat.signal,
+      requestId: request.id,
+      log: request.log,
+      serialise: createChunkSerialiser(),
+    })
     return reply.send(Readable.from(body, { objectMode: false }))
   }
   const onRequest = admitBeforeBody(deps)

@@ -3,6 +3,7 @@ import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
 import { upstreamFault } from '../shared/errors.ts'
 import { postChecked, translateSse } from '../shared/upstream.ts'
 import { fromOpenAIError } from './errors.ts'
+import { createChunkTemplates } from './stream-template.ts'
 import { toOpenAIChatRequest, toOpenAIEmbeddingsRequest } from './request.ts'
 import { fromOpenAIChunk, fromOpenAICompletion, fromOpenAIEmbeddings } from './response.ts'
 import {
@@ -21,7 +22,15 @@ function post(call: UpstreamCall, path: string, payload: unknown, accept: string
   return postChecked(call, url, { ...authHeaders(call), accept }, payload, fromOpenAIError)
 }
 
-export function createOpenAICompatAdapter(now: () => number = Date.now): ProviderAdapter {
+export interface OpenAICompatOptions {
+  /** False: every stream event is parsed and translated (the slow path the templates must equal). */
+  streamTemplates?: boolean
+}
+
+export function createOpenAICompatAdapter(
+  now: () => number = Date.now,
+  options: OpenAICompatOptions = {},
+): ProviderAdapter {
   return {
     async chat(req, call) {
       const body = toOpenAIChatRequest(
@@ -38,6 +47,7 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
 
     chatStream(req, call) {
       let finished = false
+      const templates = options.streamTemplates === false ? undefined : createChunkTemplates()
       return translateSse(
         call,
         () =>
@@ -47,17 +57,28 @@ export function createOpenAICompatAdapter(now: () => number = Date.now): Provide
             toOpenAIChatRequest(req, call.upstreamModel, call.upstream.outputLimitField),
             'text/event-stream',
           ),
-        (json) => {
+        (json, data) => {
           if (isOpenAIStreamError(json)) {
             throw upstreamFault(call.upstream.name, 'failed mid-stream', 200, json)
           }
+          const learnable = templates?.learnable(data, json) === true
           const chunk = parseOpenAIChunk(json)
           if (!chunk) throw malformedUpstream(call, 'stream event is not a chat completion chunk')
           if (chunk.choices.some((c) => c.finish_reason)) finished = true
-          return { chunks: [fromOpenAIChunk(chunk, now())] }
+          const translated = fromOpenAIChunk(chunk, now())
+          if (learnable) templates?.learn(data, translated)
+          return { chunks: [translated] }
         },
         {
           marker: '[DONE]',
+          // An event like the one before but for its text: the chunk without parsing (stream-template.ts).
+          fromText: templates
+            ? (data) => {
+                const chunk = templates.match(data)
+                if (chunk?.choices[0]!.finish_reason) finished = true
+                return chunk
+              }
+            : undefined,
           // Some servers omit [DONE] after a complete answer; a stream that stops before any finish_reason was cut.
           onEnd: (done) => {
             if (!done && !finished)

@@ -75,3 +75,19 @@ export function deltaChunk(
 export function usageChunk(id: string, meta: ChunkMeta, usage: Usage): ChatChunk {
   return { id, object: 'chat.completion.chunk', created: meta.created, model: meta.model, choices: [], usage }
 }
+
+/**
+ * On a chunk made from an upstream event's text by an adapter's template (openai-compat's
+ * stream-template.ts): the template, and the chunk's delta content as text and as JSON text (the
+ * characters between the quotes, written as JSON.stringify writes them). The Chat Completions writer
+ * splices `body` into the text it made of the template's first chunk. Never serialised.
+ */
+export const CHUNK_TEXT = Symbol('junction.chunk-text')
+
+export interface ChunkTextOf {
+  template: object
+  body: string
+  content: string
+}
+
+export type ChunkText = ChatChunk & { [CHUNK_TEXT]?: ChunkTextOf }

@@ -84,6 +84,11 @@ export interface SseEnd {
    * batch about to leave; true when there was some, so that a batch without chunks leaves too.
    */
   attach?: (batch: ChatChunk[]) => boolean
+  /**
+   * Translates an event from its data's text without parsing it, when it can (the chunk, or undefined:
+   * the event is then parsed and given to `onEvent` as usual).
+   */
+  fromText?: (data: string) => ChatChunk | undefined
 }
 
 /**
@@ -103,7 +108,7 @@ export interface SseEnd {
 export async function* translateSse(
   call: UpstreamCall,
   open: () => Promise<UpstreamResponse>,
-  onEvent: (json: unknown) => StreamStep,
+  onEvent: (json: unknown, data: string) => StreamStep,
   end: SseEnd = {},
 ): AsyncGenerator<ChatChunk[]> {
   const { body } = await open()
@@ -126,17 +131,21 @@ export async function* translateSse(
           marked = true
           break read
         }
-        let json: unknown
-        try {
-          json = JSON.parse(sse.data)
-        } catch (err) {
-          throw malformedUpstream(call, 'stream event is not valid JSON', err)
-        }
-        const step = onEvent(json)
-        for (const chunk of step.chunks) batch.push(chunk)
-        if (step.last) {
-          marked = true
-          break read
+        const fast = end.fromText?.(sse.data)
+        if (fast !== undefined) batch.push(fast)
+        else {
+          let json: unknown
+          try {
+            json = JSON.parse(sse.data)
+          } catch (err) {
+            throw malformedUpstream(call, 'stream event is not valid JSON', err)
+          }
+          const step = onEvent(json, sse.data)
+          for (const chunk of step.chunks) batch.push(chunk)
+          if (step.last) {
+            marked = true
+            break read
+          }
         }
         // Up to the answer's first output each event's chunks leave at once, so the first token
         // reaches the client without waiting for the rest of the read (often the whole answer).

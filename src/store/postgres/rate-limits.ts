@@ -44,7 +44,7 @@ export function createRateLimits(query: Query, batch: Batch): RateLimitStore {
     async (item) => {
       const { checks, windowMs, now } = item
       // One round trip: junction_consume (migration 3) locks the windows in key order, rolls them over,
-      // judges every check and counts all or nothing, with the same arithmetic as memory.ts.
+      // judges every check and counts all or nothing, with the same arithmetic as memory/rate-limits.ts.
       const { rows } = await query<ConsumeRow>(
         'SELECT fits, used FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5)',
         [checks.map((c) => c.key), checks.map((c) => c.amount), checks.map((c) => c.limit), windowMs, now],

@@ -14,7 +14,7 @@ import type { AttemptRecord } from '../../domain/records.ts'
 import type { TaskError, TaskOutputRef, TaskRecord, TaskStatus } from '../../domain/tasks.ts'
 import type { Query, Transaction } from './pool.ts'
 
-// The prediction state (store/tasks.ts) in PostgreSQL, shared by every gateway instance on the
+// The prediction state (its interfaces: store/types.ts) in PostgreSQL, shared by every gateway instance on the
 // database. Leases are taken by one statement each: `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP
 // LOCKED LIMIT n) RETURNING *`, with the lease conditions repeated in the outer WHERE. A row another
 // claim holds locked is skipped, and a row it committed meanwhile is re-checked against its new

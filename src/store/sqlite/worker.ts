@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { GatewayError } from '../../errors.ts'
+import { collectStartupGarbage } from '../../startup-gc.ts'
 import { openSqliteStore, type SqliteEngine } from './index.ts'
 import {
   SETTLED_AS_GIVEN,
@@ -25,6 +26,8 @@ const store = openSqliteStore(data.path, {
   keyCacheCheckMs: 0,
   autoCheckpointPages: data.autoCheckpointPages,
 })
+// Loading this thread's modules grew its young generation: given back before the first message.
+collectStartupGarbage()
 
 /** A value that cannot be copied to the other thread fails its own call, not the thread. */
 function cloneable(result: WorkerReply['results'][number]): WorkerReply['results'][number] {
