@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import type { StoredOutput, WebhookDelivery, Store } from '../../src/store/types.ts'
 import type { TaskRecord } from '../../src/domain/tasks.ts'
+import { toGatewayError } from '../../src/errors.ts'
 
 // The contract of the prediction stores (src/store/types.ts): tasks, hosted outputs, webhook
 // deliveries and secrets. Every backend runs it (memory, sqlite and postgres *.contract.test.ts).
@@ -207,6 +208,13 @@ export function describeTaskStoreContract(
           tasks.create(alongside, 0),
         ])
         expect(dup.status).toBe('rejected')
+        // A constraint broken is a bug, answered 500 by every backend alike, never 503 `store_unavailable`
+        // (that is for a database that cannot answer: sql-errors.ts's rule).
+        const refusal = toGatewayError((dup as PromiseRejectedResult).reason)
+        expect({ status: refusal.status, code: refusal.code }).toEqual({
+          status: 500,
+          code: 'internal_error',
+        })
         expect(ok).toEqual({ status: 'fulfilled', value: { task: alongside, created: true } })
         expect(await tasks.get(t.id)).toEqual(t)
         expect(await tasks.get(alongside.id)).toEqual(alongside)
