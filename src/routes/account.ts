@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { z } from 'zod'
-import { toGenerationBody } from '../billing/generation.ts'
+import { toGenerationBody } from '../schemas/generation.ts'
 import { toUsd } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastif
 import { z } from 'zod'
 import { discountRateSchema as rate, overdraftSchema } from '../schemas/billing.ts'
 import { parseQuery } from '../schemas/query.ts'
-import { toGenerationBody } from '../billing/generation.ts'
+import { toGenerationBody } from '../schemas/generation.ts'
 import { fromPpm, toPpm, toUsd, usd, usdRounded } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
