@@ -2,7 +2,7 @@ import { GatewayError, invalidRequest } from '../errors.ts'
 import { isKnownContentPart, type ChatMessage, type ChatRequest } from '../providers/types.ts'
 import type { FileStore, StoredFile } from '../store/types.ts'
 import { sniffImageType } from './content-type.ts'
-import { fileIdPattern } from './file-object.ts'
+import { fileIdPattern } from '../schemas/files.ts'
 import { StorageObjectNotFoundError, type FileStorage } from './storage.ts'
 
 // docs/design/decisions.md, chat file references: `{"type":"file","file":{"file_id":"file-…"}}` and an

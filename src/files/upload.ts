@@ -9,7 +9,7 @@ import {
   type StoredFile,
 } from '../store/types.ts'
 import { toStoredContentType } from './content-type.ts'
-import { newFileId } from './file-object.ts'
+import { newFileId } from '../schemas/files.ts'
 import { FileTooLargeError, type FileStorage, type StoredObject } from './storage.ts'
 
 // One upload from start to end, without HTTP (routes/files.ts hands it the multipart parts): hold a

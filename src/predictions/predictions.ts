@@ -16,7 +16,7 @@ import type { Store } from '../store/types.ts'
 import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
 import type { TaskRecord } from '../domain/tasks.ts'
 import { taskCostBound } from './billing.ts'
-import { toPredictionBody, type PredictionBody } from './body.ts'
+import { toPredictionBody, type PredictionBody } from '../schemas/prediction-body.ts'
 import { outputUrl } from '../auth/index.ts'
 import type { JsonValue } from '../domain/media.ts'
 

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { z } from 'zod'
-import { toGenerationBody } from '../billing/generation.ts'
-import { toUsd } from '../billing/money.ts'
+import { toGenerationBody } from '../schemas/generation.ts'
 import type { Deps } from '../deps.ts'
 import { GatewayError, invalidRequest } from '../errors.ts'
 import { owned } from '../owned.ts'
+import { toCreditsBody } from '../schemas/billing.ts'
 import { parseQuery } from '../schemas/query.ts'
 
 const generationQuery = z.object({ id: z.string().min(1).max(200).optional() })
@@ -14,13 +14,7 @@ export const accountRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
   const any = { config: { keys: 'any' as const } }
   app.get('/v1/credits', any, async (request) => {
     const c = await deps.store.ledger.credits(request.account.id, deps.now())
-    return {
-      data: {
-        total_credits: toUsd(c.totalCredits),
-        total_usage: toUsd(c.totalUsage),
-        balance: toUsd(c.totalCredits - c.totalUsage),
-      },
-    }
+    return { data: toCreditsBody(c) }
   })
 
   app.get('/v1/generation', any, async (request) => {

@@ -1,18 +1,19 @@
 import { randomBytes } from 'node:crypto'
 import { requireOperator } from '../auth/index.ts'
 import { createKeyService, type KeyService } from '../keys/service.ts'
+import { toAdminAccountBody } from '../schemas/accounts.ts'
 import { adminCreateKeyBody, noticesBody, toKeyBody, toNoticesBody } from '../schemas/keys.ts'
 import { setNotices } from '../keys/notices.ts'
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { z } from 'zod'
-import { discountRateSchema as rate, overdraftSchema } from '../schemas/billing.ts'
+import { discountRateSchema as rate, overdraftSchema, toHeldCreditsBody } from '../schemas/billing.ts'
 import { parseQuery } from '../schemas/query.ts'
-import { toGenerationBody } from '../billing/generation.ts'
-import { fromPpm, toPpm, toUsd, usd, usdRounded } from '../billing/money.ts'
+import { toGenerationBody } from '../schemas/generation.ts'
+import { toPpm, usd, usdRounded } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
 import { fromZodError, GatewayError } from '../errors.ts'
-import type { Credits, Store } from '../store/types.ts'
-import type { Account, RateLimits } from '../domain/accounts.ts'
+import type { Store } from '../store/types.ts'
+import type { Account } from '../domain/accounts.ts'
 import { isWebhookSecret } from '../predictions/webhook-signing.ts'
 
 // The operator's API: accounts, keys, credits, discounts, rate limits and generations, changed
@@ -87,40 +88,9 @@ interface AdminContext {
   store: Store
   keys: KeyService
   /** The admin API's body of an account: its settings, limits in force and credits. */
-  accountView: (a: Account) => Promise<ReturnType<typeof toAccountBody>>
+  accountView: (a: Account) => Promise<ReturnType<typeof toAdminAccountBody>>
   /** The account, or 404 `account_not_found`. */
   mustGet: (id: string) => Promise<Account>
-}
-
-/** The admin API's body of an account, its credits given. */
-function toAccountBody(a: Account, c: Credits, defaults: RateLimits) {
-  return {
-    id: a.id,
-    object: 'account',
-    name: a.name,
-    created_at: Math.floor(a.createdAt / 1000),
-    discount_percent: fromPpm(a.discountPpm),
-    model_discounts: Object.fromEntries(Object.entries(a.modelDiscountsPpm).map(([m, p]) => [m, fromPpm(p)])),
-    // The limits in force: the account's own, else limits.rateLimits of the config file.
-    rate_limits: {
-      requests_per_minute: a.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute ?? null,
-      tokens_per_minute: a.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute ?? null,
-    },
-    rate_limits_inherited: {
-      requests_per_minute: a.rateLimits.requestsPerMinute === undefined,
-      tokens_per_minute: a.rateLimits.tokensPerMinute === undefined,
-    },
-    // How far a charge may pass its hold, and the balance go below zero.
-    overdraft_usd: toUsd(a.overdraft ?? 0n),
-    // Where low-balance and key-limit notices go (docs/keys.md).
-    notices: toNoticesBody(a),
-    credits: {
-      total_credits: toUsd(c.totalCredits),
-      total_usage: toUsd(c.totalUsage),
-      balance: toUsd(c.totalCredits - c.totalUsage),
-      reserved: toUsd(c.reserved),
-    },
-  }
 }
 
 function createAdminContext(deps: Deps): AdminContext {
@@ -130,7 +100,7 @@ function createAdminContext(deps: Deps): AdminContext {
     deps,
     store,
     keys: createKeyService(store, deps.now),
-    accountView: async (a) => toAccountBody(a, await store.ledger.credits(a.id, deps.now()), defaults),
+    accountView: async (a) => toAdminAccountBody(a, await store.ledger.credits(a.id, deps.now()), defaults),
     mustGet: async (id) => {
       const a = await store.accounts.get(id)
       if (!a) throw new GatewayError('account_not_found', `account ${id} not found`)
@@ -238,7 +208,7 @@ function registerAccountSettingsRoutes(
     const account = await mustGet(request.params.id)
     const { amount } = parse(creditsBody, request.body)
     await store.ledger.addCredits(account.id, amount, deps.now())
-    return (await accountView(account)).credits
+    return toHeldCreditsBody(await store.ledger.credits(account.id, deps.now()))
   })
 
   app.put<{ Params: { id: string } }>('/admin/accounts/:id/discount', async (request) => {

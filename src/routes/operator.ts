@@ -1,10 +1,10 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { toGenerationBody } from '../billing/generation.ts'
+import { toGenerationBody } from '../schemas/generation.ts'
 import type { Deps } from '../deps.ts'
 import { GatewayError } from '../errors.ts'
 import { healthKey } from '../routing/health.ts'
 import { requireOperator } from '../auth/index.ts'
-import { toPricing } from './models.ts'
+import { toPricing } from '../schemas/models.ts'
 import { parseQuery } from '../schemas/query.ts'
 import { activityQuery, activityReport } from './reports.ts'
 

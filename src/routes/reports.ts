@@ -1,8 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { z } from 'zod'
-import { toGenerationBody } from '../billing/generation.ts'
-import { fromPpm, toUsd } from '../billing/money.ts'
+import { toGenerationBody } from '../schemas/generation.ts'
+import { toUsd } from '../billing/money.ts'
 import type { Deps } from '../deps.ts'
+import { toAccountBody } from '../schemas/accounts.ts'
 import { parseQuery } from '../schemas/query.ts'
 import { DAY_MS } from '../store/activity.ts'
 import type { ActivityRow, Store } from '../store/types.ts'
@@ -65,27 +66,7 @@ export const reportsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { d
   app.get('/v1/account', any, async (request) => {
     const a = request.account
     const c = await store.ledger.credits(a.id, deps.now())
-    const defaults = deps.config.limits.defaultRateLimits
-    return {
-      id: a.id,
-      object: 'account',
-      name: a.name,
-      credits: {
-        total_credits: toUsd(c.totalCredits),
-        total_usage: toUsd(c.totalUsage),
-        balance: toUsd(c.totalCredits - c.totalUsage),
-        reserved: toUsd(c.reserved),
-        available: toUsd(c.totalCredits - c.totalUsage - c.reserved),
-      },
-      discount_percent: fromPpm(a.discountPpm),
-      model_discounts: Object.fromEntries(
-        Object.entries(a.modelDiscountsPpm).map(([m, p]) => [m, fromPpm(p)]),
-      ),
-      rate_limits: {
-        requests_per_minute: a.rateLimits.requestsPerMinute ?? defaults.requestsPerMinute ?? null,
-        tokens_per_minute: a.rateLimits.tokensPerMinute ?? defaults.tokensPerMinute ?? null,
-      },
-    }
+    return toAccountBody(a, c, deps.config.limits.defaultRateLimits)
   })
 
   app.get('/v1/activity', any, async (request) => {

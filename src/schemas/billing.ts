@@ -1,5 +1,6 @@
 import { z } from 'zod'
-import { toPpm, usd } from '../billing/money.ts'
+import { toPpm, toUsd, usd } from '../billing/money.ts'
+import type { Credits } from '../store/types.ts'
 
 /** A discount as a decimal rate (0.75 = 75 % off), exact to parts per million. */
 export const discountRateSchema = z
@@ -31,3 +32,17 @@ export const overdraftSchema = z
       return false
     }
   }, 'must be a USD amount with at most 12 decimals')
+
+/** An account's credits as `GET /v1/credits` answers them: added, used, and the balance left. */
+export function toCreditsBody(c: Credits) {
+  return {
+    total_credits: toUsd(c.totalCredits),
+    total_usage: toUsd(c.totalUsage),
+    balance: toUsd(c.totalCredits - c.totalUsage),
+  }
+}
+
+/** The same and what admission holds now for requests in flight: the `credits` of an account's body. */
+export function toHeldCreditsBody(c: Credits) {
+  return { ...toCreditsBody(c), reserved: toUsd(c.reserved) }
+}

@@ -241,7 +241,7 @@ describe('money at its edges', () => {
 
 describe('the generation record as GET /v1/generation shows it', () => {
   it('turns money into USD numbers, the discount rate into a fraction, times into ISO', async () => {
-    const { toGenerationBody } = await import('../../../src/billing/generation.ts')
+    const { toGenerationBody } = await import('../../../src/schemas/generation.ts')
     const { generationFixture } = await import('../../contract/store.ts')
     const body = toGenerationBody(
       generationFixture('gen-1', 'acct', {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { sniffImageType, toStoredContentType } from '../../../src/files/content-type.ts'
-import { newFileId, toFileObject } from '../../../src/files/file-object.ts'
+import { newFileId, toFileObject } from '../../../src/schemas/files.ts'
 
 describe('toStoredContentType', () => {
   it('keeps a specific declared type, without parameters', () => {

@@ -1,5 +1,5 @@
 import type { GenerationRecord } from '../domain/records.ts'
-import { fromPpm, toUsd } from './money.ts'
+import { fromPpm, toUsd } from '../billing/money.ts'
 
 /** A generation record as `GET /v1/generation` shows it (docs/design/api-contract.md + docs/design/decisions.md fields). */
 export function toGenerationBody(r: GenerationRecord) {
