@@ -32,8 +32,10 @@ function unsafe(dir) {
 function enableCompileCache(env) {
   const setting = env.GATEWAY_COMPILE_CACHE
   if (setting === 'off') return { status: 'off' }
-  if (!setting && env.NODE_COMPILE_CACHE) return { status: 'enabled', directory: module.getCompileCacheDir() }
-  const dir = resolve(setting || DEFAULT_DIR)
+  // Node turned it on from NODE_COMPILE_CACHE as it started (unless that came from .env, read later).
+  if (!setting && env.NODE_COMPILE_CACHE && module.getCompileCacheDir() !== undefined)
+    return { status: 'enabled', directory: module.getCompileCacheDir() }
+  const dir = resolve(setting || env.NODE_COMPILE_CACHE || DEFAULT_DIR)
   try {
     // Its parent as any other directory the gateway makes (./data), the cache itself for this user only.
     mkdirSync(dirname(dir), { recursive: true })
