@@ -84,6 +84,20 @@ export const envSchema = z.object({
     .optional()
     .describe('pino log level.'),
   GATEWAY_CONFIG: z.string().min(1).optional().describe('Path of the JSON config file.'),
+  GATEWAY_COMPILE_CACHE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "Node's compile cache for `npm start` (`off`: none); NODE_COMPILE_CACHE or `./data/compile-cache` when unset.",
+    ),
+  NODE_COMPILE_CACHE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "Node's own compile cache directory (set in the image); `npm start` uses it when GATEWAY_COMPILE_CACHE is unset.",
+    ),
   GATEWAY_BODY_LIMIT_BYTES: z.coerce
     .number()
     .int()

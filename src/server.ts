@@ -1,9 +1,26 @@
+import { flushCompileCache } from 'node:module'
 import { Server as NetServer } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
-import { createDeps } from './deps.ts'
+import { createDeps, type Deps } from './deps.ts'
 import { collectStartupGarbage } from './startup-gc.ts'
+
+/** What src/start.mjs did about Node's compile cache (nothing when the gateway was started without it). */
+interface CompileCacheOutcome {
+  status: 'enabled' | 'failed' | 'off'
+  directory?: string
+  message?: string
+}
+
+/** Once, at debug level: a cache that could not be used is only slower starts and more memory. */
+function logCompileCache(log: Pick<Deps['log'], 'debug'>): void {
+  const outcome = (globalThis as Record<symbol, CompileCacheOutcome | undefined>)[
+    Symbol.for('junction.compileCache')
+  ]
+  if (outcome === undefined) return
+  log.debug({ compileCache: outcome }, `compile cache ${outcome.status}`)
+}
 
 async function main(): Promise<void> {
   let config
@@ -26,6 +43,9 @@ async function main(): Promise<void> {
   await app.ready()
   collectStartupGarbage()
   await app.listen({ host: config.server.host, port: config.server.port })
+  // The modules loaded so far into the compile cache now, not only at a clean exit (src/start.mjs).
+  flushCompileCache()
+  logCompileCache(deps.log)
 
   let stopping = false
   const shutdown = async (signal: string): Promise<void> => {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it } from 'vitest'
 import { readPage } from '../support/docs.ts'
-import { stopServer, useServerProcesses, type ServerProcess } from '../support/server-process.ts'
+import { startPath, stopServer, useServerProcesses, type ServerProcess } from '../support/server-process.ts'
 
 // docs/getting-started.md, walked top to bottom as a reader would: its shell blocks run in bash, in one
 // working directory (so one SQLite database, ./data/junction.db), against one gateway that the page's
@@ -128,11 +128,12 @@ describe('docs/getting-started.md', () => {
           await stopServer(server, 'SIGINT')
           expect(server.output()).toContain('"msg":"stopped"')
         }
-        // `npm start` as package.json says: its node options, our server.
+        // `npm start` as package.json says: its node options, its entry point (the compile cache, then
+        // our server).
         const script = pkg.scripts.start
         const nodeArgs = script.split(' ').filter((a) => a.startsWith('--'))
-        expect(script).toBe(`node ${nodeArgs.join(' ')} src/server.ts`)
-        server = await start(env, workdir, nodeArgs)
+        expect(script).toBe(`node ${nodeArgs.join(' ')} src/start.mjs`)
+        server = await start(env, workdir, nodeArgs, startPath)
         // npm's own lines first: the script's name and command, as the page shows them.
         const shown = (step.expected ?? '').replace(/^\n/, '').split('\n')
         expect(shown.slice(0, 3)).toEqual([`> ${pkg.name}@${pkg.version} start`, `> ${script}`, ''])

@@ -6,6 +6,8 @@ import { afterEach, expect } from 'vitest'
 // (restarts, kill -9, several instances on one database).
 
 const serverPath = new URL('../../src/server.ts', import.meta.url).pathname
+/** `npm start`'s entry point: turns the compile cache on, then loads server.ts. */
+export const startPath = new URL('../../src/start.mjs', import.meta.url).pathname
 
 /**
  * A config-file model entry that prices the mock provider, so every generation costs something (an
@@ -27,9 +29,9 @@ export interface ServerProcess {
 
 export interface StartServer {
   /** Starts one and resolves once it listens. */
-  (env: Record<string, string>, cwd?: string, nodeArgs?: string[]): Promise<ServerProcess>
+  (env: Record<string, string>, cwd?: string, nodeArgs?: string[], script?: string): Promise<ServerProcess>
   /** Starts one without waiting (for a process expected to exit). */
-  spawn(env: Record<string, string>, cwd?: string, nodeArgs?: string[]): ChildProcess
+  spawn(env: Record<string, string>, cwd?: string, nodeArgs?: string[], script?: string): ChildProcess
 }
 
 /**
@@ -45,8 +47,9 @@ export function useServerProcesses(): StartServer {
     env: Record<string, string>,
     cwd?: string,
     nodeArgs = ['--disable-warning=ExperimentalWarning'],
+    script = serverPath,
   ): ChildProcess => {
-    const child = spawn(process.execPath, [...nodeArgs, serverPath], {
+    const child = spawn(process.execPath, [...nodeArgs, script], {
       cwd,
       env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -54,8 +57,8 @@ export function useServerProcesses(): StartServer {
     children.push(child)
     return child
   }
-  const start = async (env: Record<string, string>, cwd?: string, nodeArgs?: string[]) => {
-    const child = spawnServer(env, cwd, nodeArgs)
+  const start = async (env: Record<string, string>, cwd?: string, nodeArgs?: string[], script?: string) => {
+    const child = spawnServer(env, cwd, nodeArgs, script)
     let out = ''
     const origin = await new Promise<string>((resolve, reject) => {
       const onData = (d: Buffer) => {

@@ -18,12 +18,12 @@ import { DOC_PAGES, readPage } from '../support/docs.ts'
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const read = (path: string): string => readFileSync(join(root, path), 'utf8')
 
-/** Every .ts file under src/, as [path, text]. */
+/** Every .ts (and .mjs: src/start.mjs) file under src/, as [path, text]. */
 function sources(dir = join(root, 'src')): [string, string][] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e): [string, string][] =>
     e.isDirectory()
       ? sources(join(dir, e.name))
-      : e.name.endsWith('.ts')
+      : /\.(ts|mjs)$/.test(e.name)
         ? [[relative(root, join(dir, e.name)), readFileSync(join(dir, e.name), 'utf8')]]
         : [],
   )

@@ -1,3 +1,4 @@
+import { flushCompileCache } from 'node:module'
 import { DatabaseSync } from 'node:sqlite'
 import { parentPort, workerData } from 'node:worker_threads'
 
@@ -29,6 +30,9 @@ export interface CheckpointReport {
 const { path, intervalMs, busyTimeoutMs } = workerData as CheckpointerData
 const port = parentPort
 if (!port) throw new Error('sqlite-checkpointer runs as a worker thread')
+
+// Into the compile cache now (src/start.mjs): a thread ended with the process writes nothing there.
+flushCompileCache()
 
 const db = new DatabaseSync(path, { timeout: busyTimeoutMs })
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)')

@@ -1,3 +1,4 @@
+import { flushCompileCache } from 'node:module'
 import { parentPort, workerData } from 'node:worker_threads'
 import { GatewayError } from '../../errors.ts'
 import { collectStartupGarbage } from '../../startup-gc.ts'
@@ -26,6 +27,9 @@ const store = openSqliteStore(data.path, {
   keyCacheCheckMs: 0,
   autoCheckpointPages: data.autoCheckpointPages,
 })
+// This thread's modules into the compile cache now (when it is on, src/start.mjs): a thread ended by
+// terminate() or by the process's exit writes nothing there by itself.
+flushCompileCache()
 // Loading this thread's modules grew its young generation: given back before the first message.
 collectStartupGarbage()
 
