@@ -6,18 +6,20 @@ import { join, resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { Pool } from 'undici'
+import type * as AppModule from '../src/app.ts'
+import type * as ConfigModule from '../src/config.ts'
+import type * as DepsModule from '../src/deps.ts'
 
-// One blocking chat completion's way through the gateway, counted rather than timed: the gateway of a
-// checkout (this one, or BENCH_CHECKOUT=DIR) is built in this process with the bench's config (one
+// One blocking chat completion's way through the gateway in one process, for a profile: the gateway
+// of a checkout (this one, or BENCH_CHECKOUT=DIR) is built here with the bench's config (one
 // OpenAI-compatible provider, the memory store or BENCH_STORE=sqlite), listens on a port, and this
 // process's own undici client sends BENCH_REQUESTS requests over real sockets, BENCH_CONCURRENCY (4)
-// at a time, to the bench's fake upstream (its own process). Under callgrind, with two counts, the
-// difference divided by the difference of counts is the instructions of one request (the client's
-// included, the same for every checkout), a figure the machine's load does not move:
-//   BENCH_REQUESTS=500 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-//     node --disable-warning=ExperimentalWarning bench/blocking-cost.ts >/dev/null  (then BENCH_REQUESTS=2500)
-// (stdout is the gateway's log, the result is on stderr).
-// Without valgrind it prints µs of wall and CPU time per request (both the machine's load moves).
+// at a time, to the bench's fake upstream (its own process). It prints µs of wall and CPU time per
+// request (client included) on stderr; stdout is the gateway's log:
+//   node --cpu-prof --cpu-prof-interval 100 bench/blocking-cost.ts >/dev/null
+// Not a count to compare under callgrind: the gateway's timers (log flushes, sweeps, V8's
+// memory reducer) fire by wall time, and two runs of one checkout (BENCH_REQUESTS 200 and 1200) differed
+// by 0.6 M instructions a request. bench/hot-cost.ts counts pieces without I/O instead.
 
 const here = fileURLToPath(new URL('..', import.meta.url))
 const checkout = resolve(process.env['BENCH_CHECKOUT'] ?? here)
@@ -59,9 +61,9 @@ try {
   }
   const configPath = join(dir, 'gateway.json')
   await writeFile(configPath, JSON.stringify({ providers: { openai: { kind: 'openai-compat' } } }))
-  const { loadConfig } = (await import(join(checkout, 'src/config.ts'))) as typeof import('../src/config.ts')
-  const { createDeps } = (await import(join(checkout, 'src/deps.ts'))) as typeof import('../src/deps.ts')
-  const { buildApp } = (await import(join(checkout, 'src/app.ts'))) as typeof import('../src/app.ts')
+  const { loadConfig } = (await import(join(checkout, 'src/config.ts'))) as typeof ConfigModule
+  const { createDeps } = (await import(join(checkout, 'src/deps.ts'))) as typeof DepsModule
+  const { buildApp } = (await import(join(checkout, 'src/app.ts'))) as typeof AppModule
   const config = loadConfig({
     HOST: '127.0.0.1',
     PORT: '0',
