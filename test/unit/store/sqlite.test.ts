@@ -89,7 +89,7 @@ describe('SQLite store', () => {
   it('a checkpoint thread that died is started again and checkpoints', async () => {
     const failed: unknown[] = []
     let restarted = false
-    const created = false
+    let created = false
     let reportDone: (r: CheckpointReport) => void = () => undefined
     const done = new Promise<CheckpointReport>((resolve) => (reportDone = resolve))
     const store = open(freshPath(), {
