@@ -96,7 +96,11 @@ class LineBatch {
       process.on('exit', () => {
         for (const batch of holding) {
           batch.release()
-          if (!gone(batch.sink)) batch.sink.flushSync()
+          try {
+            if (!gone(batch.sink)) batch.sink.flushSync()
+          } catch {
+            // stdout is gone (or not writable now): the lines are lost, as they would be without this.
+          }
         }
       })
     }
