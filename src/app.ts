@@ -174,17 +174,15 @@ function registerJsonBodyParser(app: FastifyInstance, server: ServerConfig): voi
  * the answer's end (aborted, logged once its body closes), and the 503 while draining.
  */
 function trackEachRequest(app: FastifyInstance, deps: Deps, logRequest: RequestLogger): void {
-  const decrementInFlight = (): void => {
-    deps.lifecycle.inFlight--
-  }
   // Callback style: this runs on every request, and a sync hook costs no promise.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     request.junction = { trace: continueTrace(request.headers.traceparent) }
     // server.ts waits for this to reach 0 after SIGTERM; 'close' comes after the answer or an abort.
     deps.lifecycle.inFlight++
-    reply.raw.once('close', decrementInFlight)
+    // One listener for both (a second 'close' listener on every response is an array and a wrapper).
     reply.raw.once('close', () => {
+      deps.lifecycle.inFlight--
       // Ended by us is not aborted, even when the client closed before the last write's callback (a
       // download read whole can close its side first, and 'finish' then never comes).
       if (reply.raw.writableFinished || reply.raw.writableEnded) return

@@ -7,6 +7,7 @@ import { createChunkTemplates } from './stream-template.ts'
 import { toOpenAIChatRequest, toOpenAIEmbeddingsRequest } from './request.ts'
 import { fromOpenAIChunk, fromOpenAICompletion, fromOpenAIEmbeddings } from './response.ts'
 import {
+  fastOpenAICompletion,
   isOpenAIStreamError,
   openAICompletionSchema,
   openAIEmbeddingsSchema,
@@ -40,7 +41,10 @@ export function createOpenAICompatAdapter(
       )
       delete body.stream_options
       const res = await post(call, '/chat/completions', body, 'application/json')
-      const parsed = openAICompletionSchema.safeParse(await readJson(call, res.body))
+      const json = await readJson(call, res.body)
+      const fast = fastOpenAICompletion(json)
+      if (fast) return fromOpenAICompletion(fast, now())
+      const parsed = openAICompletionSchema.safeParse(json)
       if (!parsed.success) throw malformedUpstream(call, 'response is not a chat completion', parsed.error)
       return fromOpenAICompletion(parsed.data, now())
     },
