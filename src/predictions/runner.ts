@@ -397,6 +397,12 @@ async function stepDone(
   }
 }
 
+/** A fault of the gateway itself (ffmpeg missing, a bug): logged with its cause, the task failed. */
+async function failInsideGateway(d: RunnerDeps, t: TaskRecord, err: unknown): Promise<void> {
+  d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
+  await fail(d, t, { code: 'internal_error', message: 'the task failed inside the gateway' })
+}
+
 /**
  * The outputs of a done job could not be kept: they are downloaded (or encoded) as they are kept,
  * and a failure there is the step's, retried with the poll's backoff like any other (the upstream
@@ -413,8 +419,7 @@ async function keepingFailed(
   const { d } = r
   const e = toGatewayError(err)
   if (!signal.aborted && e.code === 'internal_error') {
-    d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
-    await fail(d, t, { code: 'internal_error', message: 'the task failed inside the gateway' })
+    await failInsideGateway(d, t, err)
   } else if (submitting && !media.idempotentSubmit) {
     // Done at submit, with no job to poll again: fetching the outputs once more would take a
     // second submit, which may start (and bill) a second job upstream.
@@ -445,8 +450,7 @@ async function stepFailed(
   // A step cut by its own deadline (or by this instance stopping) is tried again, whatever it threw.
   if (!signal.aborted && e.code === 'internal_error') {
     // A fault of the gateway (ffmpeg missing, a bug): retrying will not help; the cause is logged.
-    d.log.error({ err, taskId: t.id }, 'task failed inside the gateway')
-    await fail(d, t, { code: 'internal_error', message: 'the task failed inside the gateway' })
+    await failInsideGateway(d, t, err)
     return
   }
   const transient = signal.aborted || e.retryable || e.status >= 500
