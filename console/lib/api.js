@@ -2,8 +2,11 @@
 // in memory only) on every state-changing call, and errors in the gateway's envelope as ApiError.
 
 let csrf = ''
+/** Counts the sessions this page has had: every sign-in and sign-out sets the CSRF token anew. */
+let epoch = 0
 export const setCsrf = (token) => {
   csrf = token ?? ''
+  epoch += 1
 }
 
 export class ApiError extends Error {
@@ -15,10 +18,15 @@ export class ApiError extends Error {
 }
 
 const listeners = new Set()
-/** Called with the ApiError of every 401: the page goes back to the sign-in form. */
+/**
+ * Called with the ApiError of a 401 to a call made in the current session: the page goes back to the
+ * sign-in form. A 401 to a call sent before the last sign-in or sign-out is the old session's answer,
+ * arriving late: it must not sign the new session out.
+ */
 export const onUnauthorized = (fn) => listeners.add(fn)
 
 export async function api(path, { method = 'GET', body, quiet = false } = {}) {
+  const sentIn = epoch
   const headers = { accept: 'application/json' }
   if (body !== undefined) headers['content-type'] = 'application/json'
   if (method !== 'GET' && method !== 'HEAD') headers['x-csrf-token'] = csrf
@@ -43,7 +51,7 @@ export async function api(path, { method = 'GET', body, quiet = false } = {}) {
   if (!res.ok) {
     const e = data?.error ?? {}
     const err = new ApiError(res.status, e.code ?? 'error', e.message ?? res.statusText)
-    if (res.status === 401 && !quiet) for (const fn of listeners) fn(err)
+    if (res.status === 401 && !quiet && sentIn === epoch) for (const fn of listeners) fn(err)
     throw err
   }
   return data
