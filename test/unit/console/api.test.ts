@@ -25,6 +25,16 @@ function heldFetch() {
   return { fetch, pending, unauthorized }
 }
 
+/** The client over a held fetch, with a listener of the 401s that sign the page out. */
+async function signedOutListener() {
+  const held = heldFetch()
+  vi.stubGlobal('fetch', held.fetch)
+  const { api, setCsrf, onUnauthorized } = await load()
+  const heard = vi.fn()
+  onUnauthorized(heard)
+  return { held, api, setCsrf, heard }
+}
+
 afterEach(() => {
   vi.unstubAllGlobals()
   vi.resetModules()
@@ -32,11 +42,7 @@ afterEach(() => {
 
 describe('the console API client', () => {
   it('signs out on a 401 to a call of the current session', async () => {
-    const held = heldFetch()
-    vi.stubGlobal('fetch', held.fetch)
-    const { api, setCsrf, onUnauthorized } = await load()
-    const heard = vi.fn()
-    onUnauthorized(heard)
+    const { held, api, setCsrf, heard } = await signedOutListener()
     setCsrf('session-1')
     const call = api('/v1/generations')
     await vi.waitFor(() => expect(held.pending).toHaveLength(1))
@@ -46,11 +52,7 @@ describe('the console API client', () => {
   })
 
   it('ignores a 401 to a call sent before the last sign-in: it answers the old session', async () => {
-    const held = heldFetch()
-    vi.stubGlobal('fetch', held.fetch)
-    const { api, setCsrf, onUnauthorized } = await load()
-    const heard = vi.fn()
-    onUnauthorized(heard)
+    const { held, api, setCsrf, heard } = await signedOutListener()
     setCsrf('session-1')
     const old = api('/v1/generations')
     await vi.waitFor(() => expect(held.pending).toHaveLength(1))
