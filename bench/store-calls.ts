@@ -20,6 +20,7 @@ const concurrency = Number(process.env['BENCH_CONCURRENCY'] ?? 50)
 const rounds = Number(process.env['BENCH_ROUNDS'] ?? 3)
 const which = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['memory', 'engine', 'sqlite']
 const limits = process.env['BENCH_LIMITS'] === '1'
+const pre = process.env['BENCH_PRE'] !== '0'
 
 const config = loadConfig({ NODE_ENV: 'development' })
 if (limits) config.limits.defaultRateLimits = { requestsPerMinute: 1e9, tokensPerMinute: 1e12 }
@@ -39,8 +40,8 @@ async function run(store: Store): Promise<{ cpuUs: number; loopUs: number; wallM
   let next = 0
   const one = async (i: number): Promise<void> => {
     const now = Date.now()
-    const pre = await admitRequest(deps, account, now)
-    void pre
+    // BENCH_PRE=0: no admission before the body (a body received whole with its headers).
+    if (pre) await admitRequest(deps, account, now)
     const a = await admit(deps, {
       account,
       slug: 'openai/gpt-4o-mini',
@@ -49,7 +50,7 @@ async function run(store: Store): Promise<{ cpuUs: number; loopUs: number; wallM
       tokenEstimate: 100,
       ttlMs: 60_000,
       now,
-      requestCounted: true,
+      requestCounted: pre,
     })
     const usage = normalizeUsage({ prompt_tokens: 8, completion_tokens: 9 })
     const record = {

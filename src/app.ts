@@ -18,6 +18,7 @@ import {
 } from './http/connection.ts'
 import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
 import { closeIfBodyUnread, prepareErrorReply } from './http/error-reply.ts'
+import { sendAfterDeferredAdmission, type DeferredAdmission } from './routes/admission.ts'
 import { accountRoutes } from './routes/account.ts'
 import { keysRoutes } from './routes/keys.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -69,6 +70,8 @@ export interface RequestFacts {
   logged?: boolean
   /** The requests-per-minute limit counted this request before its body was read (routes/admission.ts). */
   requestCounted?: boolean
+  /** That admission, left to the route's own because the body came with the headers. */
+  deferredAdmission?: DeferredAdmission
 }
 
 const requestIdPattern = /^[0-9a-f]{32}$/
@@ -232,11 +235,13 @@ function watchSlowBodies(app: FastifyInstance, server: ServerConfig): void {
 
 /** The error envelope for every error, and 404 / 405 for paths and methods no route has. */
 function setErrorHandlers(app: FastifyInstance): void {
-  app.setErrorHandler((err, request, reply) => {
-    const e = prepareErrorReply(err, request, reply)
-    if (e === null) return reply
-    return reply.code(e.status).headers(e.headers).send(toErrorBody(e, request.id))
-  })
+  app.setErrorHandler((err, request, reply) =>
+    sendAfterDeferredAdmission(request, err, (error) => {
+      const e = prepareErrorReply(error, request, reply)
+      if (e === null) return reply
+      return reply.code(e.status).headers(e.headers).send(toErrorBody(e, request.id))
+    }),
+  )
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? '/'

@@ -17,6 +17,8 @@ export interface FileReferenceContext {
   storage: FileStorage
   /** The most file bytes (before base64) inlined into one request. */
   maxInlineBytes: number
+  /** Runs before the first file is looked up (a request's deferred pre-body admission). */
+  beforeReads?: () => Promise<void>
 }
 
 interface Reference {
@@ -38,6 +40,7 @@ export async function resolveFileReferences(
 ): Promise<ChatRequest> {
   const refs = findReferences(req.messages)
   if (refs.length === 0) return req
+  await ctx.beforeReads?.()
 
   const records = new Map<string, StoredFile>()
   let total = 0

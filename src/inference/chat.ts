@@ -23,7 +23,13 @@ import { assertModelAllowed, modelAllowed } from '../auth/index.ts'
 import type { Metrics } from '../metrics.ts'
 import { addUpstreamEvents, carriesAnswer, upstreamEventsOf } from '../providers/shared/stream.ts'
 import { tryCandidates, type AttemptContext } from './attempts.ts'
-import { beginGeneration, type Generation, type GenerationDeps, type Outcome } from './generation.ts'
+import {
+  beginGeneration,
+  type Generation,
+  type GenerationDeps,
+  type Outcome,
+  type PreAdmission,
+} from './generation.ts'
 import type { ChatChunk, ChatCompletion, Usage } from '../domain/chat.ts'
 
 // A chat request's life from a parsed request to an answer: resolve the model to its candidate
@@ -63,6 +69,8 @@ export interface ChatInput {
   ) => void
   /** The requests-per-minute limit already counted this request (before its body was read). */
   requestCounted?: boolean
+  /** The pre-body admission its route left to this one: run before any file is read. */
+  preAdmission?: PreAdmission
   /** Called once the generation is settled, with its record (the request's log line reads it). */
   onRecord?: (record: GenerationRecord | null) => void
   /** W3C trace context for the upstream calls. */
@@ -116,6 +124,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     files: deps.store.files,
     storage: deps.fileStorage,
     maxInlineBytes: deps.config.files.maxInlineBytesPerRequest,
+    beforeReads: input.preAdmission && (() => input.preAdmission!.run()),
   })
   // Counted on the resolved request, so inlined file content is inside the bound.
   const promptBound = await promptTokenBoundInTurns(resolved)
@@ -134,6 +143,7 @@ export async function startChat(deps: InferenceDeps, input: ChatInput): Promise<
     // Bytes/4 is the usual tokens-per-text rule of thumb; the answer corrects it afterwards.
     tokenEstimate: Math.ceil(promptBound / 4) + Math.min(outputBound, 4_096),
     requestCounted: input.requestCounted,
+    preAdmission: input.preAdmission,
     onRecord: input.onRecord,
   })
   input.onAdmitted?.(generation.id, generation.headers, generation.attempts)

@@ -6,7 +6,7 @@ import type { Account, ApiKeyRecord } from '../domain/accounts.ts'
 import type { AttemptRecord, GenerationRecord } from '../domain/records.ts'
 import { allowedCandidates, answerHeaders, attemptContext, type InferenceDeps } from './chat.ts'
 import { tryCandidates } from './attempts.ts'
-import { beginGeneration } from './generation.ts'
+import { beginGeneration, type PreAdmission } from './generation.ts'
 import type { EmbeddingsResponse } from '../domain/chat.ts'
 
 export interface EmbeddingsInput {
@@ -28,6 +28,8 @@ export interface EmbeddingsInput {
   ) => void
   /** The requests-per-minute limit already counted this request (before its body was read). */
   requestCounted?: boolean
+  /** The pre-body admission its route left to this one. */
+  preAdmission?: PreAdmission
   onRecord?: (record: GenerationRecord | null) => void
   traceparent?: string
 }
@@ -68,6 +70,7 @@ export async function createEmbeddings(
     outputTokenBound: 0,
     tokenEstimate: Math.ceil(bound / 4),
     requestCounted: input.requestCounted,
+    preAdmission: input.preAdmission,
     onRecord: input.onRecord,
   })
   input.onAdmitted?.(generation.id, generation.headers, generation.attempts)

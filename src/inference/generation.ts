@@ -138,8 +138,25 @@ export interface BeginGeneration {
   tokenEstimate: number
   /** The requests-per-minute limit already counted this request (see `admit`). */
   requestCounted?: boolean
+  /** The request's pre-body admission, left to this one by its route (see PreAdmission). */
+  preAdmission?: PreAdmission
   /** Called once with the record when the generation is settled (null when nothing was billed). */
   onRecord?: (record: GenerationRecord | null) => void
+}
+
+/**
+ * A request's admission before its body, which its route left to the generation's (routes/admission.ts:
+ * the body came with the headers). `admit` then counts the request in the same store call as the
+ * hold, unless it already ran (before files were read, or another step that must not serve a refused
+ * request).
+ */
+export interface PreAdmission {
+  /** Runs it now (429/402 thrown), once. */
+  run(): Promise<void>
+  /** The generation's admission counts the request: nothing is left to run. */
+  supersede(): void
+  /** Whether it ran or was superseded. */
+  readonly done: boolean
 }
 
 export interface Outcome {
@@ -181,6 +198,9 @@ export interface Generation {
  */
 export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration): Promise<Generation> {
   const startedAt = deps.now()
+  // Run already (counted), or counted by this admission from here on.
+  const counted = b.requestCounted === true || b.preAdmission?.done === true
+  b.preAdmission?.supersede()
   const admission = await holdGeneration(deps, {
     account: b.account,
     key: b.key,
@@ -191,7 +211,7 @@ export async function beginGeneration(deps: GenerationDeps, b: BeginGeneration):
     tokenEstimate: b.tokenEstimate,
     ttlMs: deps.config.limits.reservationTtlMs,
     now: startedAt,
-    requestCounted: b.requestCounted,
+    requestCounted: counted,
   })
   const reservation = { id: admission.reservation.id, accountId: admission.reservation.accountId }
   const stopRenewing = deps.renewals.hold(reservation)

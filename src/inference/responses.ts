@@ -81,7 +81,7 @@ export async function resolveItemReferences(
   return out
 }
 
-function isReference(item: ResponsesInputItem): item is { type: 'item_reference'; id: string } {
+export function isReference(item: ResponsesInputItem): item is { type: 'item_reference'; id: string } {
   return (item as { type?: unknown }).type === 'item_reference'
 }
 

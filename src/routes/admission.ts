@@ -3,6 +3,7 @@ import { admitRequest } from '../billing/metering.ts'
 import type { Deps } from '../deps.ts'
 import { shareExceeded } from '../http/json-body.ts'
 import type { AttemptRecord } from '../domain/records.ts'
+import type { PreAdmission } from '../inference/generation.ts'
 
 // What the inference routes check before a request's body is read: the key and account (app.ts), then
 // the account's share of the body budget, the requests-per-minute limit and a balance above zero. A refused request's body is never read, so
@@ -15,7 +16,20 @@ export interface BeforeBodyOptions {
    * returns its first task) is let through to it.
    */
   checkCredits?: (request: FastifyRequest) => boolean
+  /**
+   * The route's own admission (the hold) also counts the request and checks the balance, in the same
+   * store call (`admit` without `requestCounted`). When the whole body arrived with the headers, there
+   * is nothing left to refuse early, so the check is left to it: one store call a request instead of
+   * two. The route then calls `request.junction.deferredAdmission.run()` before any work beyond the
+   * request itself (reading files, stored conversations), and `supersede()` when its admission counts
+   * the request (beginGeneration does both); an error answered before either runs the check first (sendAfterDeferredAdmission), so
+   * a refused request is answered 429/402 and counted as before.
+   */
+  deferWhenReceived?: boolean
 }
+
+/** The pre-body admission of a request whose body came with its headers, left to the route. */
+export type DeferredAdmission = PreAdmission
 
 /** A route `onRequest` hook: 429/402 before the body; the request then counts once (`requestCounted`). */
 export function admitBeforeBody(deps: Deps, options: BeforeBodyOptions = {}) {
@@ -23,16 +37,72 @@ export function admitBeforeBody(deps: Deps, options: BeforeBodyOptions = {}) {
     // An account already holding its share of the body budget would be refused at its first byte.
     const budget = request.server.bodyBudget
     if (budget.heldBy(request.account.id) >= budget.perAccountBytes) throw shareExceeded(budget)
-    const admission = await admitRequest(
-      deps,
-      request.account,
-      deps.now(),
-      { credits: options.checkCredits?.(request) ?? true },
-      request.apiKey,
-    )
-    reply.headers(admission.headers)
-    request.junction.requestCounted = true
+    const check = async (): Promise<void> => {
+      const admission = await admitRequest(
+        deps,
+        request.account,
+        deps.now(),
+        { credits: options.checkCredits?.(request) ?? true },
+        request.apiKey,
+      )
+      reply.headers(admission.headers)
+      request.junction.requestCounted = true
+    }
+    if (options.deferWhenReceived === true) {
+      // Node's parser hands over the bytes of one read together: a body sent with its headers is
+      // buffered once the read's synchronous work is done, which this microtask waits for.
+      await null
+      if (bodyReceived(request)) {
+        request.junction.deferredAdmission = deferred(check)
+        return
+      }
+    }
+    await check()
   }
+}
+
+/** Whether the whole body is buffered already (nothing of it is read yet: the route has not begun). */
+function bodyReceived(request: FastifyRequest): boolean {
+  const raw = request.raw
+  if (raw.complete) return true
+  const header = request.headers['content-length']
+  if (header === undefined || !/^\d{1,15}$/.test(header)) return false
+  return raw.readableLength >= Number(header)
+}
+
+function deferred(check: () => Promise<void>): PreAdmission {
+  let ran: Promise<void> | undefined
+  let superseded = false
+  return {
+    run() {
+      ran ??= check()
+      return ran
+    },
+    supersede() {
+      superseded = true
+    },
+    get done() {
+      return superseded || ran !== undefined
+    },
+  }
+}
+
+/**
+ * An error handler's send, for a request whose pre-body admission was deferred and has not run: it
+ * runs first, so that a request refused by it is answered with its 429 or 402 (and counted), as it
+ * would have been before its body was read; otherwise the error is sent as it is.
+ */
+export function sendAfterDeferredAdmission<T>(
+  request: FastifyRequest,
+  err: unknown,
+  send: (err: unknown) => T,
+): T | Promise<T> {
+  const pending = request.junction.deferredAdmission
+  if (pending === undefined || pending.done) return send(err)
+  return pending.run().then(
+    () => send(err),
+    (refusal: unknown) => send(refusal),
+  )
 }
 
 /** Which deployment was tried last, and how many calls were made: on error answers too. */

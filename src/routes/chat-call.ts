@@ -37,6 +37,7 @@ export function routeChat(deps: Deps, request: FastifyRequest, reply: FastifyRep
           attempts = tried
         },
         requestCounted: request.junction.requestCounted,
+        preAdmission: request.junction.deferredAdmission,
         onRecord: (record) => {
           request.junction.record = record
         },

@@ -22,7 +22,7 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
     })
     return reply.send(Readable.from(body, { objectMode: false }))
   }
-  const onRequest = admitBeforeBody(deps)
+  const onRequest = admitBeforeBody(deps, { deferWhenReceived: true })
   app.post('/v1/chat/completions', { onRequest }, handler)
   app.post('/routed/v1/chat/completions', { onRequest }, handler)
 }

@@ -24,6 +24,7 @@ export const embeddingsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, 
         attempts = tried
       },
       requestCounted: request.junction.requestCounted,
+      preAdmission: request.junction.deferredAdmission,
       onRecord: (record) => {
         request.junction.record = record
       },
@@ -37,7 +38,7 @@ export const embeddingsRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, 
     const json = await finishInTurns(embeddingsJsonSteps(result.body))
     return reply.type('application/json; charset=utf-8').send(json)
   }
-  const onRequest = admitBeforeBody(deps)
+  const onRequest = admitBeforeBody(deps, { deferWhenReceived: true })
   app.post('/routed/v1/embeddings', { onRequest }, handler)
   app.post('/v1/embeddings', { onRequest }, handler)
 }

@@ -18,7 +18,7 @@ import { upstreamEventsOf } from '../providers/shared/stream.ts'
 import { parseCountTokensRequest, parseMessagesRequest } from '../schemas/messages.ts'
 import { sseNamedEvent } from '../sse.ts'
 import { prepareErrorReply } from '../http/error-reply.ts'
-import { admitBeforeBody } from './admission.ts'
+import { admitBeforeBody, sendAfterDeferredAdmission } from './admission.ts'
 import { openEventStream, routeChat } from './chat-call.ts'
 import { upstreamSignal } from './upstream-signal.ts'
 import type { ChatChunk } from '../domain/chat.ts'
@@ -46,19 +46,21 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
   })
 
   // The same handling as the app's, in Anthropic's error shape.
-  app.setErrorHandler((err, request, reply) => {
-    const e = prepareErrorReply(err, request, reply)
-    if (e === null) return reply
-    return reply
-      .code(e.status)
-      .headers(e.headers)
-      .header('request-id', request.id)
-      .send(toAnthropicErrorBody(e, request.id))
-  })
+  app.setErrorHandler((err, request, reply) =>
+    sendAfterDeferredAdmission(request, err, (error) => {
+      const e = prepareErrorReply(error, request, reply)
+      if (e === null) return reply
+      return reply
+        .code(e.status)
+        .headers(e.headers)
+        .header('request-id', request.id)
+        .send(toAnthropicErrorBody(e, request.id))
+    }),
+  )
 
   app.post(
     API,
-    { onRequest: admitBeforeBody(deps) },
+    { onRequest: admitBeforeBody(deps, { deferWhenReceived: true }) },
     async (request: FastifyRequest, reply: FastifyReply) => {
       const parsed = parseMessagesRequest(request.body)
       const req = toChatRequest(parsed, { beta: betaValues(request) })

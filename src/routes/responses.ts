@@ -12,6 +12,7 @@ import { writeResponsesSse } from '../dialects/responses/stream.ts'
 import {
   deleteStoredResponse,
   getStoredResponse,
+  isReference,
   loadConversation,
   resolveItemReferences,
   saveResponse,
@@ -24,14 +25,19 @@ import { openEventStream, routeChat } from './chat-call.ts'
 // (`store`, the default) are continued by previous_response_id and read by GET/DELETE.
 
 export const responsesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
-  app.post('/v1/responses', { onRequest: admitBeforeBody(deps) }, async (request, reply) => {
+  const onRequest = admitBeforeBody(deps, { deferWhenReceived: true })
+  app.post('/v1/responses', { onRequest }, async (request, reply) => {
     const body = parseResponsesRequest(request.body)
     const accountId = request.account.id
+    const items = inputItems(body)
+    // Stored answers are read for an admitted request only.
+    if (body.previous_response_id != null || items.some(isReference))
+      await request.junction.deferredAdmission?.run()
     const earlier =
       body.previous_response_id == null
         ? []
         : await loadConversation(deps, accountId, body.previous_response_id)
-    const input = [...earlier, ...(await resolveItemReferences(deps, accountId, inputItems(body)))]
+    const input = [...earlier, ...(await resolveItemReferences(deps, accountId, items))]
     const req = toChatRequest(body, input)
     const chat = routeChat(deps, request, reply, '/v1/responses')
     const started = await chat.start(req)
