@@ -8,10 +8,13 @@ import type { GenerationRecord } from '../src/domain/records.ts'
 // sequential and with concurrent callers, then a request's store calls as the gateway makes them (key
 // lookup, check before the body, hold, settle; without and with rate limits) over one and two stores,
 // with and without group commit, on a throwaway database. Records figures, asserts nothing.
+// BENCH_PRE=0 leaves out the check before the body, as for a body that came with its headers.
 // `npm run bench:postgres`; BENCH_PG_URL overrides the admin URL, BENCH_OPS the count (2000).
 
 const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const ops = Number(process.env['BENCH_OPS'] ?? 2000)
+// BENCH_PRE=0: requests whose body came with their headers (no check before the body).
+const pre = process.env['BENCH_PRE'] !== '0'
 
 const admin = new pg.Client(adminUrl)
 await admin.connect()
@@ -139,9 +142,10 @@ async function runRequests(
         found.key.limit == null
           ? undefined
           : { hash: keyHash, limit: found.key.limit, limitReset: 'monthly' as const }
-      await s.admission.beforeBody(accountId, limits ? rpm : [], 60_000, 0, true)
+      // A body that came with its headers: no call before it, its hold counts the request.
+      if (pre) await s.admission.beforeBody(accountId, limits ? rpm : [], 60_000, 0, true)
       const { reservation } = await s.admission.reserve(
-        limits ? tpm : [],
+        limits ? (pre ? tpm : [...rpm, ...tpm]) : [],
         60_000,
         accountId,
         `q${i}`,
@@ -200,7 +204,7 @@ try {
       for (const instances of [1, 2]) {
         const mode = batch ? 'group commit' : 'one call a statement'
         await runRequests(
-          `requests (key, before body, hold, settle${limits ? '; rate limits' : ''}), one account, ${instances} store(s) × 50 callers, ${mode}`,
+          `requests (key, ${pre ? 'before body, ' : ''}hold, settle${limits ? '; rate limits' : ''}), one account, ${instances} store(s) × 50 callers, ${mode}`,
           50,
           instances,
           batch,
@@ -211,7 +215,7 @@ try {
   }
   for (const instances of [1, 2]) {
     await runRequests(
-      `requests (key with a spending limit, before body, hold, settle), one account, ${instances} store(s) × 50 callers, group commit`,
+      `requests (key with a spending limit, ${pre ? 'before body, ' : ''}hold, settle), one account, ${instances} store(s) × 50 callers, group commit`,
       50,
       instances,
       true,
