@@ -11,7 +11,7 @@ import { Client, request } from 'undici'
 // first byte), the gateway's moments from bench/first-byte-probe.ts, medians in µs since the request
 // reached the gateway. Each store in turn, against the bench's fake upstream; the fake upstream's own
 // first byte, timed from here, is the floor.
-//   node bench/first-byte.ts            (BENCH_FIRST_BYTE_TARGETS=memory,sqlite; BENCH_STREAMS=300)
+//   node bench/first-byte.ts    (BENCH_FIRST_BYTE_TARGETS=floor,memory,sqlite; BENCH_STREAMS=300; BENCH_LIMITS=1)
 // A target `name=store@DIR` runs the gateway of another checkout (a change's parent) in the same run;
 // `floor` is the bare proxy (bench/floor-proxy.ts: Fastify and undici too, so the same moments).
 
@@ -131,7 +131,12 @@ async function main(): Promise<void> {
     const upstream = `http://127.0.0.1:${upstreamPort}`
     await ready(`${upstream}/`)
     const config = join(dir, 'gateway.json')
-    await writeFile(config, JSON.stringify({ providers: { openai: { kind: 'openai-compat' } } }))
+    // BENCH_LIMITS=1: every account under a requests and a tokens limit (never reached).
+    const limits =
+      process.env['BENCH_LIMITS'] === '1'
+        ? { limits: { rateLimits: { requestsPerMinute: 1_000_000_000, tokensPerMinute: 1_000_000_000_000 } } }
+        : {}
+    await writeFile(config, JSON.stringify({ providers: { openai: { kind: 'openai-compat' } }, ...limits }))
     const floor = await series(upstream, '/v1/chat/completions')
     const rows: Record<string, string[]> = {}
     const add = (label: string, value: string) => (rows[label] ??= []).push(value)

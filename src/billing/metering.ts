@@ -335,6 +335,15 @@ const SETTLE_ATTEMPTS = 4
  * hand) and counted: a charge is never skipped silently.
  */
 export async function settle(deps: MeteringDeps, s: Settlement): Promise<GenerationRecord | null> {
+  // The tokens windows' correction is made with the charge, not after it: one store turn (the same
+  // group commit, or statements in flight together) instead of one more round trip before the answer.
+  const corrected = correctTokens(
+    deps,
+    s.record.accountId,
+    s.tokenKeys ?? [tpmKey(s.record.accountId)],
+    s.tokenEstimate === null ? 0 : s.record.usage.total_tokens - s.tokenEstimate,
+    s.now,
+  )
   /** The record as charged; null: a repeat, charged before. */
   let charged: GenerationRecord | null
   for (let attempt = 1; ; attempt++) {
@@ -348,6 +357,7 @@ export async function settle(deps: MeteringDeps, s: Settlement): Promise<Generat
           { err, generationId: s.record.generationId, record: recordForLog(s.record) },
           'UNSETTLED GENERATION: could not charge and record it; replay this record',
         )
+        await corrected
         return null
       }
       deps.stats.settleRetries++
@@ -355,11 +365,7 @@ export async function settle(deps: MeteringDeps, s: Settlement): Promise<Generat
       await new Promise((resolve) => setTimeout(resolve, 50 * 4 ** (attempt - 1)))
     }
   }
-  if (s.tokenEstimate !== null) {
-    const delta = s.record.usage.total_tokens - s.tokenEstimate
-    for (const key of s.tokenKeys ?? [tpmKey(s.record.accountId)])
-      await adjustTokens(deps, s.record.accountId, key, delta, s.now)
-  }
+  await corrected
   if (!charged) return s.record
   const over = charged.unbilledOverage
   if (over) {
@@ -390,18 +396,29 @@ export async function release(
   now: number,
   tokenKeys: readonly string[] = [tpmKey(reservation.accountId)],
 ): Promise<void> {
+  const corrected = correctTokens(deps, reservation.accountId, tokenKeys, -(tokenEstimate ?? 0), now)
   try {
     await deps.store.ledger.release(reservation)
   } catch (err) {
     // The reservation then expires by its TTL.
     deps.log.warn({ err, reservation: reservation.id }, 'could not release a reservation')
   }
-  for (const key of tokenKeys)
-    await adjustTokens(deps, reservation.accountId, key, -(tokenEstimate ?? 0), now)
+  await corrected
+}
+
+/** Adds `delta` tokens to each window, all at once. Never throws. */
+function correctTokens(
+  deps: MeteringDeps,
+  accountId: string,
+  keys: readonly string[],
+  delta: number,
+  now: number,
+): Promise<unknown> {
+  if (delta === 0) return Promise.resolve()
+  return Promise.all(keys.map((key) => adjustTokens(deps, accountId, key, delta, now)))
 }
 
 async function adjustTokens(deps: MeteringDeps, accountId: string, key: string, delta: number, now: number) {
-  if (delta === 0) return
   try {
     await deps.store.rateLimits.adjust(key, delta, RATE_WINDOW_MS, now)
   } catch (err) {

@@ -231,6 +231,35 @@ describe('settle, retries and corrections', () => {
     })
     expect(adjust.mock.calls).toEqual([[`tpm:${account.id}`, -30, 60_000, 1_000]])
   })
+  it('makes the correction with the charge, not after it: both are asked before either answers', async () => {
+    const { store, deps } = await setup()
+    const asked: string[] = []
+    let answer: () => void = () => undefined
+    const answered = new Promise<void>((resolve) => (answer = resolve))
+    const settleLedger = store.ledger.settle.bind(store.ledger)
+    store.ledger.settle = async (...args) => {
+      asked.push('settle')
+      await answered
+      return settleLedger(...args)
+    }
+    store.rateLimits.adjust = async () => {
+      asked.push('adjust')
+      await answered
+    }
+    const record = generationFixture('g1', account.id)
+    const done = settle(deps, {
+      reservation: { id: 'g1', accountId: account.id },
+      record,
+      tokenEstimate: record.usage.total_tokens + 30,
+      tokenKeys: [`tpm:${account.id}`, 'ktpm:key'],
+      now: 1_000,
+    })
+    // Nothing has answered yet: a correction made after the charge would not have been asked.
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(asked.sort()).toEqual(['adjust', 'adjust', 'settle'])
+    answer()
+    expect((await done)?.generationId).toBe('g1')
+  })
 })
 
 describe('the tokens-per-minute correction', () => {
@@ -285,12 +314,17 @@ describe('release', () => {
       throw new Error('limits down')
     }
     await expect(release(deps, { id: 'g9', accountId: account.id }, 5, 1_000)).resolves.toBeUndefined()
-    expect(lines.map((l) => [l['msg'], (l['err'] as { message: string }).message])).toEqual([
-      ['could not release a reservation', 'ledger down'],
-      ['could not correct the tokens-per-minute count', 'limits down'],
-    ])
-    expect(lines[0]).toMatchObject({ reservation: 'g9' })
-    expect(lines[1]).toMatchObject({ accountId: account.id })
+    // The two are made at once: their lines come in either order.
+    const byMessage = new Map(lines.map((l) => [l['msg'], l]))
+    expect(lines).toHaveLength(2)
+    expect(byMessage.get('could not release a reservation')).toMatchObject({
+      reservation: 'g9',
+      err: { message: 'ledger down' },
+    })
+    expect(byMessage.get('could not correct the tokens-per-minute count')).toMatchObject({
+      accountId: account.id,
+      err: { message: 'limits down' },
+    })
   })
 })
 
