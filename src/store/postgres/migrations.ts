@@ -1268,6 +1268,107 @@ export const migrations: readonly Migration[] = [
     name: 'task attempts',
     sql: `ALTER TABLE tasks ADD COLUMN attempts json;`,
   },
+  {
+    version: 15,
+    // junction_consume_many (migration 10) decided each call by running junction_consume for it: per
+    // call an upsert, a roll-over, a read per check and an update of the same rows, so a batch of n
+    // calls on one account's windows wrote each window row n times in one transaction (each later
+    // statement walking the versions before it). Now the windows are locked and read once, the calls
+    // are decided in order in memory exactly as before, and each window is written once.
+    name: 'rate windows of a batch decided in memory',
+    sql: `
+      CREATE OR REPLACE FUNCTION junction_consume_many(
+        p_first integer[], p_count integer[], p_windows bigint[], p_nows bigint[],
+        p_keys text[], p_amounts bigint[], p_limits bigint[]
+      ) RETURNS TABLE (call integer, fits boolean, used bigint) LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        v_keys text[];
+        v_start bigint[];
+        v_prev bigint[];
+        v_cur bigint[];
+        v_win bigint[];
+        v_fits boolean[];
+        v_used bigint[];
+        v_all boolean;
+        v_at bigint;
+        v_weight float8;
+        v_before bigint;
+        v_n bigint;
+        c integer;
+        i integer;
+        j integer;
+        k integer;
+        lo integer;
+        hi integer;
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        IF coalesce(array_length(p_keys, 1), 0) = 0 THEN
+          RETURN;
+        END IF;
+        -- Missing windows created, and every window of the batch locked, in key order (no deadlocks).
+        INSERT INTO rate_windows AS r (key, window_ms, start, current, previous)
+          SELECT u.k, p_windows[1], p_nows[1] - p_nows[1] % p_windows[1], 0, 0
+          FROM (SELECT DISTINCT unnest(p_keys) AS k) u ORDER BY u.k
+          ON CONFLICT (key) DO UPDATE SET key = r.key;
+        SELECT array_agg(r.key ORDER BY r.key), array_agg(r.start ORDER BY r.key),
+            array_agg(r.previous ORDER BY r.key), array_agg(r.current ORDER BY r.key),
+            array_agg(r.window_ms ORDER BY r.key)
+          INTO v_keys, v_start, v_prev, v_cur, v_win
+          FROM rate_windows r WHERE r.key = ANY (p_keys);
+        -- Each call as junction_consume decides it: its windows rolled over to its now, judged, and
+        -- counted only if every check fits.
+        FOR c IN 1 .. coalesce(array_length(p_first, 1), 0) LOOP
+          lo := p_first[c];
+          hi := p_first[c] + p_count[c] - 1;
+          v_at := p_nows[c] - p_nows[c] % p_windows[c];
+          v_weight := 1 - (p_nows[c] - v_at)::float8 / p_windows[c]::float8;
+          FOR i IN lo .. hi LOOP
+            k := array_position(v_keys, p_keys[i]);
+            IF v_start[k] <> v_at THEN
+              v_prev[k] := CASE WHEN v_at - v_start[k] = p_windows[c] THEN v_cur[k] ELSE 0 END;
+              v_cur[k] := 0;
+              v_start[k] := v_at;
+              v_win[k] := p_windows[c];
+            END IF;
+          END LOOP;
+          v_fits := '{}';
+          v_used := '{}';
+          v_all := true;
+          FOR i IN lo .. hi LOOP
+            k := array_position(v_keys, p_keys[i]);
+            -- What earlier checks of this call would add, should one key appear twice.
+            v_before := 0;
+            FOR j IN lo .. i - 1 LOOP
+              IF p_keys[j] = p_keys[i] THEN
+                v_before := v_before + p_amounts[j];
+              END IF;
+            END LOOP;
+            v_n := ceil(v_prev[k]::float8 * v_weight)::bigint + v_cur[k] + v_before;
+            v_used := v_used || v_n;
+            v_fits := v_fits || (v_n + p_amounts[i] <= p_limits[i]);
+            v_all := v_all AND v_n + p_amounts[i] <= p_limits[i];
+          END LOOP;
+          IF v_all THEN
+            FOR i IN lo .. hi LOOP
+              k := array_position(v_keys, p_keys[i]);
+              v_cur[k] := v_cur[k] + p_amounts[i];
+            END LOOP;
+          END IF;
+          FOR i IN 1 .. coalesce(array_length(v_fits, 1), 0) LOOP
+            call := c;
+            fits := v_fits[i];
+            used := v_used[i];
+            RETURN NEXT;
+          END LOOP;
+        END LOOP;
+        UPDATE rate_windows r
+          SET start = w.w_start, previous = w.w_prev, current = w.w_cur, window_ms = w.w_win
+          FROM unnest(v_keys, v_start, v_prev, v_cur, v_win) AS w(w_key, w_start, w_prev, w_cur, w_win)
+          WHERE r.key = w.w_key;
+      END
+      $$;
+    `,
+  },
 ]
 
 /** pg_advisory_xact_lock key taken by the migration transaction (an arbitrary constant of Junction's). */

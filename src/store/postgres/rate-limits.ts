@@ -53,8 +53,9 @@ export function createRateLimits(query: Query, batch: Batch): RateLimitStore {
       return toDecisions(item, rows)
     },
     async (items) => {
-      // One round trip for the batch: junction_consume_many (migration 10) locks every window of the
-      // batch in key order, then runs junction_consume for each call in order.
+      // One round trip for the batch: junction_consume_many (migration 15) locks and reads every window
+      // of the batch in key order, decides the calls in order as junction_consume would, and writes
+      // each window once.
       const { rows } = await query<ConsumeRow & { call: number }>(
         `SELECT call, fits, used FROM junction_consume_many($1::integer[], $2::integer[], $3::bigint[],
            $4::bigint[], $5::text[], $6::bigint[], $7::bigint[])`,

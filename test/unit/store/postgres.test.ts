@@ -9,6 +9,7 @@ import { createMemoryRateLimitStore, createMemoryStore } from '../../../src/stor
 import { createPostgresStore } from '../../../src/store/postgres/index.ts'
 import { redactUrl } from '../../../src/store/database-url.ts'
 import type { AdmitOutcome, Store } from '../../../src/store/types.ts'
+import { flattenChecks, toDecisions, type ConsumeRow } from '../../../src/store/postgres/rate-limits.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 import { createTestDatabase, useTestDatabase } from '../../support/postgres.ts'
 
@@ -189,6 +190,63 @@ describe('postgres rate limits', () => {
     // The sequence exercised both answers.
     expect(outcomes.allowed).toBeGreaterThan(20)
     expect(outcomes.refused).toBeGreaterThan(20)
+  })
+
+  it('a batch of calls in one statement decides as memory does them one after another', async () => {
+    await open()
+    const client = new pg.Client((await database()).url)
+    await client.connect()
+    onTestFinished(() => client.end())
+    const memory = createMemoryRateLimitStore()
+    let seed = 7
+    const next = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
+      return seed % n
+    }
+    const keys = [uid('a'), uid('b'), uid('c')]
+    let now = 1_000_000
+    const outcomes = { allowed: 0, refused: 0, batches: 0 }
+    for (let round = 0; round < 60; round++) {
+      // Calls of one batch at nows that may cross into the next window (or skip one), with a key
+      // repeated within a call, as junction_consume_many gets them from the event loop.
+      const items = Array.from({ length: 1 + next(6) }, () => {
+        now += [0, 1, 997, 29_999, 61_000, 130_000][next(6)]!
+        const checks = Array.from({ length: 1 + next(3) }, () => ({
+          key: keys[next(3)]!,
+          amount: 1 + next(5),
+          limit: 3 + next(8),
+        }))
+        return { checks, windowMs: MINUTE, now }
+      })
+      const expected = []
+      for (const item of items) expected.push(await memory.consume(item.checks, MINUTE, item.now))
+      const { rows } = await client.query<ConsumeRow & { call: number }>(
+        `SELECT call, fits, used FROM junction_consume_many($1::integer[], $2::integer[], $3::bigint[],
+           $4::bigint[], $5::text[], $6::bigint[], $7::bigint[])`,
+        flattenChecks(items),
+      )
+      const got = items.map((item, i) =>
+        toDecisions(
+          item,
+          rows.filter((r) => r.call === i + 1),
+        ),
+      )
+      expect(got, `round ${round}`).toEqual(expected)
+      for (const e of expected) outcomes[e.allowed ? 'allowed' : 'refused']++
+      if (items.length > 1) outcomes.batches++
+    }
+    expect(outcomes.allowed).toBeGreaterThan(20)
+    expect(outcomes.refused).toBeGreaterThan(20)
+    expect(outcomes.batches).toBeGreaterThan(30)
+    // The windows as they were left: the next check of each key sees what memory's sees.
+    for (const key of keys) {
+      const item = { checks: [{ key, amount: 0, limit: 100 }], windowMs: MINUTE, now: now + 1 }
+      const { rows } = await client.query<ConsumeRow>(
+        'SELECT fits, used FROM junction_consume($1::text[], $2::bigint[], $3::bigint[], $4, $5)',
+        [[key], [0], [100], MINUTE, now + 1],
+      )
+      expect(toDecisions(item, rows)).toEqual(await memory.consume(item.checks, MINUTE, now + 1))
+    }
   })
 })
 
