@@ -155,11 +155,11 @@ async function runRequests(
         key,
       )
       if (!reservation) throw new Error('reserve refused')
-      await s.ledger.settle(
-        reservation,
-        { ...record(accountId), keyHash },
-        { held: reservation.amount, now: 0 },
-      )
+      // With rate limits the tokens window is corrected at the end, with the settle (as the gateway does).
+      await Promise.all([
+        s.ledger.settle(reservation, { ...record(accountId), keyHash }, { held: reservation.amount, now: 0 }),
+        limits ? s.rateLimits.adjust(tpm[0]!.key, -50, 60_000, 0) : undefined,
+      ])
     }
   }
   // Row-lock waits: how many of the database's sessions wait for a lock, sampled every 5 ms.
