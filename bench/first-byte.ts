@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Client, request } from 'undici'
+import { freePort } from './free-port.ts'
 
 // Where a streamed request's first byte waits: one request at a time (as `npm run bench` times the
 // first byte), the gateway's moments from bench/first-byte-probe.ts, medians in µs since the request
@@ -41,17 +41,6 @@ function start(script: string, env: Record<string, string>, probe: boolean, cwd 
   })
   children.push(child)
   return child
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()))
-    })
-  })
 }
 
 async function ready(url: string): Promise<void> {

@@ -4,7 +4,6 @@ import { once } from 'node:events'
 import { accessSync, constants as fsConstants } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { createServer } from 'node:net'
 import { availableParallelism, tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -14,6 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import pg from 'pg'
 import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
+import { freePort } from './free-port.ts'
 
 // `npm run bench`: the gateway (state in memory; again on a SQLite file, `gw sqlite`, and on a throwaway
 // database of the local PostgreSQL, `gw postgres`; BENCH_PG_URL is its admin URL) against a
@@ -165,17 +165,6 @@ async function createBenchDatabase(): Promise<string> {
   const url = new URL(adminUrl)
   url.pathname = `/${name}`
   return url.toString()
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()))
-    })
-  })
 }
 
 /** Polls until `url` answers (with 200 when `wantOk`), failing fast if the child dies. */

@@ -1,13 +1,13 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { request } from 'undici'
+import { freePort } from './free-port.ts'
 
 // `npm run bench:stages`: where a request's CPU goes, stage by stage. Each target (the bare Fastify +
 // undici proxy, the gateway on the memory store, the gateway on SQLite) serves a fixed number of
@@ -195,17 +195,6 @@ function breakdown(profile: CpuProfile): Breakdown {
 // Processes
 
 const children: ChildProcess[] = []
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address()
-      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no port'))))
-    })
-  })
-}
 
 async function waitFor(url: string, proc: ChildProcess): Promise<void> {
   for (let i = 0; i < 300; i++) {

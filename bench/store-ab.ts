@@ -1,13 +1,13 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { request } from 'undici'
+import { freePort } from './free-port.ts'
 
 // A/B of the state backends in one run: the gateway on memory and on a SQLite file (and on
 // PostgreSQL when BENCH_PG_URL names a database), against one fake upstream, saturated in turn by
@@ -25,17 +25,6 @@ const pgUrl = process.env['BENCH_PG_URL']
 const body = JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }] })
 const children: ChildProcess[] = []
 const elu = new Map<string, string>()
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address()
-      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no port'))))
-    })
-  })
-}
 
 async function waitFor(url: string): Promise<void> {
   for (let i = 0; i < 300; i++) {

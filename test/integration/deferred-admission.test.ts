@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { devAuth, startGateway, type TestGateway } from '../support/gateway.ts'
 import { head, openRaw } from '../support/raw-http.ts'
 
@@ -20,17 +20,15 @@ afterEach(async () => {
 /** A gateway whose accounts may make `rpm` requests a minute, with its admission store calls counted. */
 async function gateway(rpm: number) {
   gw = await startGateway({ listen: true, file: { limits: { rateLimits: { requestsPerMinute: rpm } } } })
-  const admission = gw.deps.store.admission
-  const calls = { beforeBody: 0, reserve: 0 }
-  const beforeBody = admission.beforeBody.bind(admission)
-  const reserve = admission.reserve.bind(admission)
-  admission.beforeBody = (...args) => {
-    calls.beforeBody++
-    return beforeBody(...args)
-  }
-  admission.reserve = (...args) => {
-    calls.reserve++
-    return reserve(...args)
+  const beforeBody = vi.spyOn(gw.deps.store.admission, 'beforeBody')
+  const reserve = vi.spyOn(gw.deps.store.admission, 'reserve')
+  const calls = {
+    get beforeBody() {
+      return beforeBody.mock.calls.length
+    },
+    get reserve() {
+      return reserve.mock.calls.length
+    },
   }
   return { g: gw, calls }
 }
@@ -79,20 +77,8 @@ describe('admission of a request whose body came with its headers', () => {
   it('reads no stored file and no stored answer for a refused request', async () => {
     const { g } = await gateway(1)
     expect((await post(g, '/v1/chat/completions', hello)).status).toBe(200)
-    let fileReads = 0
-    const files = g.deps.store.files
-    const getFile = files.get.bind(files)
-    files.get = (...args) => {
-      fileReads++
-      return getFile(...args)
-    }
-    let answerReads = 0
-    const responses = g.deps.store.responses
-    const getAnswer = responses.get.bind(responses)
-    responses.get = (...args) => {
-      answerReads++
-      return getAnswer(...args)
-    }
+    const fileReads = vi.spyOn(g.deps.store.files, 'get')
+    const answerReads = vi.spyOn(g.deps.store.responses, 'get')
     const withFile = await post(g, '/v1/chat/completions', {
       model: 'mock/chat',
       messages: [
@@ -111,7 +97,8 @@ describe('admission of a request whose body came with its headers', () => {
       input: [{ type: 'item_reference', id: 'msg_abc_0' }],
     })
     expect(itemReference.status).toBe(429)
-    expect({ fileReads, answerReads }).toEqual({ fileReads: 0, answerReads: 0 })
+    expect(fileReads).not.toHaveBeenCalled()
+    expect(answerReads).not.toHaveBeenCalled()
   })
 
   it('still refuses a request whose body has not arrived before reading it', async () => {

@@ -20,6 +20,14 @@ const uid = (prefix: string) => `${prefix}-${randomUUID()}`
 
 const database = useTestDatabase()
 
+/** A fixed-seed generator of integers below `n`: the same sequence every run. */
+function seeded(seed: number): (n: number) => number {
+  return (n) => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
+    return seed % n
+  }
+}
+
 /** A logger whose JSON lines land in `lines`. */
 function captureLog(level = 'debug') {
   const lines: Record<string, unknown>[] = []
@@ -160,12 +168,7 @@ describe('postgres rate limits', () => {
   it('decide exactly as memory over a long random sequence (repeated keys, adjusts, window roll-overs)', async () => {
     const pgStore = await open()
     const memory = createMemoryRateLimitStore()
-    // A fixed-seed generator: the same sequence every run.
-    let seed = 42
-    const next = (n: number) => {
-      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
-      return seed % n
-    }
+    const next = seeded(42)
     const keys = [uid('a'), uid('b'), uid('c')]
     let now = 1_000_000
     const outcomes = { allowed: 0, refused: 0 }
@@ -198,11 +201,7 @@ describe('postgres rate limits', () => {
     await client.connect()
     onTestFinished(() => client.end())
     const memory = createMemoryRateLimitStore()
-    let seed = 7
-    const next = (n: number) => {
-      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
-      return seed % n
-    }
+    const next = seeded(7)
     const keys = [uid('a'), uid('b'), uid('c')]
     let now = 1_000_000
     const outcomes = { allowed: 0, refused: 0, batches: 0 }
