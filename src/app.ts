@@ -18,7 +18,8 @@ import {
 } from './http/connection.ts'
 import { createBodyBudget, createJsonBodyParser, type BodyBudget } from './http/json-body.ts'
 import { closeIfBodyUnread, prepareErrorReply } from './http/error-reply.ts'
-import { sendAfterDeferredAdmission, type DeferredAdmission } from './routes/admission.ts'
+import { sendAfterDeferredAdmission } from './routes/admission.ts'
+import type { PreAdmission } from './inference/generation.ts'
 import { accountRoutes } from './routes/account.ts'
 import { keysRoutes } from './routes/keys.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -71,7 +72,7 @@ export interface RequestFacts {
   /** The requests-per-minute limit counted this request before its body was read (routes/admission.ts). */
   requestCounted?: boolean
   /** That admission, left to the route's own because the body came with the headers. */
-  deferredAdmission?: DeferredAdmission
+  deferredAdmission?: PreAdmission
 }
 
 const requestIdPattern = /^[0-9a-f]{32}$/

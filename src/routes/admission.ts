@@ -6,8 +6,10 @@ import type { AttemptRecord } from '../domain/records.ts'
 import type { PreAdmission } from '../inference/generation.ts'
 
 // What the inference routes check before a request's body is read: the key and account (app.ts), then
-// the account's share of the body budget, the requests-per-minute limit and a balance above zero. A refused request's body is never read, so
-// a key with nothing left cannot hold body bytes others need (the answer closes the connection, app.ts).
+// the account's share of the body budget, the requests-per-minute limit and a balance above zero. A
+// refused request's body is never read, so a key with nothing left cannot hold body bytes others need
+// (the answer closes the connection, app.ts). A body already received whole is left to the route's
+// own admission, which checks the same in the store call of its hold (`deferWhenReceived`).
 
 export interface BeforeBodyOptions {
   /**
@@ -22,14 +24,11 @@ export interface BeforeBodyOptions {
    * is nothing left to refuse early, so the check is left to it: one store call a request instead of
    * two. The route then calls `request.junction.deferredAdmission.run()` before any work beyond the
    * request itself (reading files, stored conversations), and `supersede()` when its admission counts
-   * the request (beginGeneration does both); an error answered before either runs the check first (sendAfterDeferredAdmission), so
-   * a refused request is answered 429/402 and counted as before.
+   * the request (beginGeneration does both); an error answered before either runs the check first
+   * (sendAfterDeferredAdmission), so a refused request is answered 429/402 and counted as before.
    */
   deferWhenReceived?: boolean
 }
-
-/** The pre-body admission of a request whose body came with its headers, left to the route. */
-export type DeferredAdmission = PreAdmission
 
 /** A route `onRequest` hook: 429/402 before the body; the request then counts once (`requestCounted`). */
 export function admitBeforeBody(deps: Deps, options: BeforeBodyOptions = {}) {

@@ -46,14 +46,15 @@ describe('admission of a request whose body came with its headers', () => {
       ['/v1/chat/completions', { ...hello, stream: true }],
       ['/v1/embeddings', { model: 'mock/embed', input: 'hello' }],
       ['/v1/responses', { model: 'mock/chat', input: 'hello' }],
+      ['/v1/messages', { model: 'mock/chat', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] }],
     ] as const) {
       const res = await post(g, path, body)
       await res.text()
       expect(res.status).toBe(200)
       remaining.push(res.headers.get('x-ratelimit-remaining'))
     }
-    expect(remaining).toEqual(['9', '8', '7', '6'])
-    expect(calls).toEqual({ beforeBody: 0, reserve: 4 })
+    expect(remaining).toEqual(['9', '8', '7', '6', '5'])
+    expect(calls).toEqual({ beforeBody: 0, reserve: 5 })
   })
 
   it('answers 429 rather than the body’s own error past the limit, and counts refused bodies', async () => {
@@ -70,8 +71,12 @@ describe('admission of a request whose body came with its headers', () => {
       expect(res.status).toBe(429)
       expect(((await res.json()) as { error: { code: string } }).error.code).toBe('rate_limit_exceeded')
     }
+    // The Messages API's own error handler does the same, in Anthropic's shape.
+    const messages = await post(g, '/v1/messages', { model: 'mock/chat' })
+    expect(messages.status).toBe(429)
+    expect(await messages.json()).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } })
     // Each error ran the admission the body's arrival had deferred; the valid request's hold did.
-    expect(calls).toEqual({ beforeBody: 4, reserve: 1 })
+    expect(calls).toEqual({ beforeBody: 5, reserve: 1 })
   })
 
   it('reads no stored file and no stored answer for a refused request', async () => {
