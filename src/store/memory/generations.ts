@@ -1,7 +1,7 @@
 import { byDayThenModel, DAY_MS } from '../activity.ts'
 import type { ActivityRow, GenerationStore } from '../types.ts'
 import type { GenerationRecord } from '../../domain/records.ts'
-import { copyRecord, type LedgerState } from './state.ts'
+import { copyRecord, pageBefore, type LedgerState } from './state.ts'
 
 // Reads of the generation records the ledger's settle stores (ledger.ts), and their retention.
 
@@ -16,17 +16,7 @@ export function createMemoryGenerationStore(state: LedgerState): GenerationStore
       let ids = states.get(accountId)?.generations ?? []
       if (model !== undefined) ids = ids.filter((id) => records.get(id)?.model === model)
       if (keyHash !== undefined) ids = ids.filter((id) => records.get(id)?.keyHash === keyHash)
-      let end = ids.length
-      if (before !== undefined) {
-        const at = ids.lastIndexOf(before)
-        end = at === -1 ? 0 : at
-      }
-      const start = Math.max(0, end - limit)
-      const data = ids
-        .slice(start, end)
-        .reverse()
-        .map((id) => copyRecord(records.get(id) as GenerationRecord))
-      return { data, nextCursor: start > 0 && data.length > 0 ? (data.at(-1)?.generationId ?? null) : null }
+      return pageBefore(ids, limit, before, (id) => copyRecord(records.get(id) as GenerationRecord))
     },
     async activity(accountId, since, until) {
       return activity(state, accountId, since, until)

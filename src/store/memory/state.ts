@@ -82,3 +82,23 @@ export function keyHeld(s: AccountState, keyHash: string, now: number): bigint {
 export function creditsOf(s: AccountState, now: number): Credits {
   return { totalCredits: s.credits, totalUsage: s.usage, reserved: openReserved(s, now) }
 }
+
+/**
+ * One page of a listing kept oldest first: the `limit` ids before `before` (the newest when absent),
+ * newest first, loaded; `nextCursor` names the page's last when older ones remain.
+ */
+export function pageBefore<T>(
+  ids: readonly string[],
+  limit: number,
+  before: string | undefined,
+  load: (id: string) => T,
+): { data: T[]; nextCursor: string | null } {
+  let end = ids.length
+  if (before !== undefined) {
+    const at = ids.lastIndexOf(before)
+    end = at === -1 ? 0 : at
+  }
+  const start = Math.max(0, end - limit)
+  const page = ids.slice(start, end).reverse()
+  return { data: page.map(load), nextCursor: start > 0 && page.length > 0 ? page.at(-1)! : null }
+}

@@ -9,6 +9,7 @@ import type {
   WebhookStore,
 } from '../types.ts'
 import type { TaskRecord } from '../../domain/tasks.ts'
+import { pageBefore } from './state.ts'
 
 // One process's prediction state (the interfaces: types.ts). As in state.ts, each method runs to
 // completion without awaiting, so every read-modify-write is atomic; records are copied in and out.
@@ -125,17 +126,7 @@ function createMemoryTaskStore({ tasks, byKey, deliveries }: TaskMaps): TaskStor
     },
     async listByAccount(accountId, { limit, before }) {
       const ids = [...tasks.values()].filter((t) => t.accountId === accountId).map((t) => t.id)
-      let end = ids.length
-      if (before !== undefined) {
-        const at = ids.lastIndexOf(before)
-        end = at === -1 ? 0 : at
-      }
-      const start = Math.max(0, end - limit)
-      const data = ids
-        .slice(start, end)
-        .reverse()
-        .map((id) => copyTask(tasks.get(id)!))
-      return { data, nextCursor: start > 0 && data.length > 0 ? data.at(-1)!.id : null }
+      return pageBefore(ids, limit, before, (id) => copyTask(tasks.get(id)!))
     },
     async sweep(before) {
       const removed: string[] = []
