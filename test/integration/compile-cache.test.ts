@@ -52,10 +52,20 @@ describe('the compile cache of npm start', () => {
       const texts = filesUnder(cache).map((f) => readFileSync(f, 'latin1'))
       return entryPoints.filter((m) => texts.some((t) => t.includes(m)))
     }
-    // The shipped defaults: a SQLite file in ./data, so the database and checkpoint threads run.
+    // The shipped defaults: a SQLite file in ./data, so the database thread runs, and the checkpoint
+    // thread from the database thread's hundredth batch on: a request makes one at least.
     const first = await startAt(cwd)
     expect(first.output()).toMatch(/compile cache enabled/)
     expect((await fetch(`${first.origin}/healthz`)).status).toBe(200)
+    for (let i = 0; i < 100; i++) {
+      const res = await fetch(`${first.origin}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer sk-dev', 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'mock/chat', messages: [{ role: 'user', content: 'hi' }] }),
+      })
+      expect(res.status).toBe(200)
+      await res.arrayBuffer()
+    }
     // Each thread writes its modules once they are loaded, not only at its exit (the checkpoint thread
     // may still be loading when the event loop listens): then the process is killed.
     await vi.waitFor(() => expect(cached()).toEqual(entryPoints), { timeout: 15_000, interval: 100 })

@@ -8,20 +8,28 @@ import type { SqliteStoreOptions } from './thread.ts'
 export const AUTO_CHECKPOINT_PAGES = 1_000
 /** The automatic checkpoint's threshold while the worker thread checkpoints: only a fallback. */
 export const FALLBACK_CHECKPOINT_PAGES = 10_000
+/**
+ * Batches the database thread answers before the checkpoint thread is started. A thread costs ≈13 MB of
+ * resident memory, which a gateway at rest, or one that has served a few requests since its start,
+ * does not need: until then SQLite's own automatic checkpoint (AUTO_CHECKPOINT_PAGES) stands in, and
+ * a hundred batches write well under its thousand pages, so it seldom runs.
+ */
+export const CHECKPOINTER_START_BATCHES = 100
 
 /**
- * Moves WAL checkpoints off the event loop (see checkpointer.ts): SQLite's automatic checkpoint,
- * which the commit that crosses its threshold runs (≈0.4 ms on average per group commit here, some
- * over 10 ms), becomes a fallback at a ten times larger threshold. Should the thread fail (it did on a
- * full disk), the automatic checkpoint is set back to SQLite's default and the thread is started again
- * after a backoff (`checkpointerRestartMs`, doubling up to a minute; back to the first after a
- * checkpoint succeeds).
+ * Moves WAL checkpoints out of the database thread's commits (see checkpointer.ts): SQLite's automatic
+ * checkpoint, which the commit that crosses its threshold runs (≈0.4 ms on average per group commit
+ * here, some over 10 ms), becomes a fallback at a ten times larger threshold. The thread is started by
+ * the `checkpointerStartBatches`th batch answered (`sawBatch`), not at once; once started it stays.
+ * Should it fail (it did on a full disk), the automatic checkpoint is set back to SQLite's default and
+ * the thread is started again after a backoff (`checkpointerRestartMs`, doubling up to a minute; back
+ * to the first after a checkpoint succeeds).
  */
 export function startCheckpointer(
   path: string,
   options: SqliteStoreOptions,
   setAutoCheckpoint: (pages: number) => void,
-): { stop: () => Promise<void> } | undefined {
+): { sawBatch: () => void; stop: () => Promise<void> } | undefined {
   const intervalMs = options.checkpointIntervalMs ?? 250
   if (intervalMs <= 0) return undefined
   const data: CheckpointerData = { path, intervalMs, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }
@@ -32,6 +40,7 @@ export function startCheckpointer(
   let restartTimer: NodeJS.Timeout | undefined
   let exited: Promise<void> = Promise.resolve()
   let worker: Worker | undefined
+  let batchesToStart = options.checkpointerStartBatches ?? CHECKPOINTER_START_BATCHES
 
   const start = (): void => {
     restartTimer = undefined
@@ -63,8 +72,15 @@ export function startCheckpointer(
     w.on('exit', (code) => fail(new Error(`the checkpoint thread exited with code ${code}`)))
     exited = new Promise<void>((resolve) => w.once('exit', () => resolve()))
   }
-  start()
+  const firstStart = (): void => {
+    start()
+    options.onCheckpointerStart?.()
+  }
+  if (batchesToStart <= 0) firstStart()
   return {
+    sawBatch: () => {
+      if (batchesToStart > 0 && --batchesToStart === 0) firstStart()
+    },
     stop: async () => {
       stopping = true
       clearTimeout(restartTimer)

@@ -4,7 +4,7 @@ import { copyLookup } from '../copies.ts'
 import type { KeyLookup, Store } from '../types.ts'
 import type { GenerationRecord } from '../../domain/records.ts'
 import type { CheckpointReport } from './checkpointer.ts'
-import { FALLBACK_CHECKPOINT_PAGES, startCheckpointer } from './checkpoints.ts'
+import { AUTO_CHECKPOINT_PAGES, startCheckpointer } from './checkpoints.ts'
 import { openSqliteDatabase } from './database.ts'
 import { KEY_CACHE } from './keys.ts'
 import {
@@ -50,7 +50,7 @@ export interface SqliteStoreOptions {
   keyCacheCheckMs?: number
   /**
    * How often a worker thread checkpoints the WAL into the database file (default 250 ms); 0 leaves it to
-   * SQLite's automatic checkpoint, inside the commits on the event loop.
+   * SQLite's automatic checkpoint, inside the database thread's commits.
    */
   checkpointIntervalMs?: number
   /** Told of each checkpoint the worker thread made (tests, diagnostics). */
@@ -60,10 +60,17 @@ export interface SqliteStoreOptions {
    * restarted, `restartInMs` later.
    */
   onCheckpointerError?: (err: unknown, restartInMs: number) => void
+  /** Told when the checkpoint thread is started the first time (`checkpointerStartBatches`). */
+  onCheckpointerStart?: () => void
   /** Told when the checkpoint thread was started again after a failure. */
   onCheckpointerRestart?: () => void
   /** The first delay before restarting a failed checkpoint thread (default 1000 ms), doubling to 60 s. */
   checkpointerRestartMs?: number
+  /**
+   * Batches answered by the database thread before the checkpoint thread is started (default 100,
+   * CHECKPOINTER_START_BATCHES in checkpoints.ts); 0 starts it with the store.
+   */
+  checkpointerStartBatches?: number
   /** The checkpoint thread's script (tests give one that fails); checkpointer.ts by default. */
   checkpointerScript?: URL
   /**
@@ -98,11 +105,13 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     path,
     retentionDays: options.retentionDays,
     busyTimeoutMs,
-    autoCheckpointPages: checkpointing ? FALLBACK_CHECKPOINT_PAGES : undefined,
+    // SQLite's own threshold until the checkpoint thread starts (it sets the fallback's).
+    autoCheckpointPages: checkpointing ? AUTO_CHECKPOINT_PAGES : undefined,
     stallGate: options.stallGate,
   }
   const keys = createThreadKeyCache(options.keyCacheCheckMs ?? 1_000)
-  const thread = startDatabaseThread(data, options, keys)
+  // Replies come asynchronously: checkpointer is set by then.
+  const thread = startDatabaseThread(data, options, keys, () => checkpointer?.sawBatch())
   const checkpointer = checkpointing
     ? startCheckpointer(path, options, (pages) => thread.setAutoCheckpoint(pages))
     : undefined
@@ -274,6 +283,8 @@ function startDatabaseThread(
   data: SqliteWorkerData,
   options: SqliteStoreOptions,
   keys: ThreadKeyCache,
+  /** Told of each batch the thread answered. */
+  answered: () => void,
 ): DatabaseThread {
   const timeoutMs = options.timeoutMs ?? 5000
   let closing = false
@@ -294,6 +305,7 @@ function startDatabaseThread(
     restarts = 0
     keys.sawEpoch(reply.epoch)
     batches.answer(reply)
+    answered()
   }
   const startThread = (): void => {
     restartTimer = undefined

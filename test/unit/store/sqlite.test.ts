@@ -40,23 +40,35 @@ function accountsInFile(path: string): string[] {
 }
 
 describe('SQLite store', () => {
-  it('checkpoints the WAL from a worker thread: the database file alone then holds the commits', async () => {
-    // Done at the first complete checkpoint whose file holds the commit. It may come before the create's
-    // answer reaches this test (the thread reports only a change, so nothing follows it): each complete
-    // one is checked against the file itself, not counted from the moment the create returned.
+  it('checkpoints the WAL from a worker thread, started by the third batch: the database file alone then holds the commits', async () => {
+    // Done at the first complete checkpoint whose file holds the commits. It may come before the
+    // create's answer reaches this test (the thread reports only a change, so nothing follows it): each
+    // complete one is checked against the file itself, not counted from the moment the create returned.
     let reportDone: (r: CheckpointReport) => void = () => undefined
     const done = new Promise<CheckpointReport>((resolve) => (reportDone = resolve))
     const withThread = freshPath()
+    let starts = 0
+    let reports = 0
     const store = open(withThread, {
       checkpointIntervalMs: 5,
+      checkpointerStartBatches: 3,
+      onCheckpointerStart: () => starts++,
       onCheckpoint: (r) => {
+        reports++
         if (r.busy !== 0 || r.checkpointed !== r.log) return
-        if (accountsInFile(withThread).includes('acct')) reportDone(r)
+        if (accountsInFile(withThread).length === 3) reportDone(r)
       },
     })
-    await store.accounts.create(accountFixture('acct'), usd(3))
+    // One call awaited at a time is a batch each: the thread starts as the third is answered.
+    await store.accounts.create(accountFixture('a1'), usd(3))
+    await store.accounts.create(accountFixture('a2'), usd(3))
+    expect({ starts, reports }).toEqual({ starts: 0, reports: 0 })
+    await store.accounts.create(accountFixture('a3'), usd(3))
+    expect(starts).toBe(1)
     await done
-    expect(accountsInFile(withThread)).toEqual(['acct'])
+    expect(accountsInFile(withThread).sort()).toEqual(['a1', 'a2', 'a3'])
+    await store.accounts.create(accountFixture('a4'), usd(3))
+    expect(starts).toBe(1)
 
     // Without the thread the same commit stays in the WAL: SQLite's own checkpoint waits for 1000 pages.
     const without = freshPath()
@@ -71,6 +83,7 @@ describe('SQLite store', () => {
     const store = await new Promise<Store>((resolve) => {
       const s = open(freshPath(), {
         checkpointerScript: new URL('../../support/failing-checkpointer.ts', import.meta.url),
+        checkpointerStartBatches: 0,
         checkpointerRestartMs: 5,
         onCheckpointerError: (err, restartInMs) => {
           expect(err).toMatchObject({ message: 'the checkpointer broke' })
@@ -95,6 +108,7 @@ describe('SQLite store', () => {
     const path = freshPath()
     const store = open(path, {
       checkpointerScript: new URL('../../support/flaky-checkpointer.ts', import.meta.url),
+      checkpointerStartBatches: 0,
       checkpointIntervalMs: 5,
       checkpointerRestartMs: 5,
       onCheckpointerError: (err) => failed.push(err),
