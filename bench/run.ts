@@ -21,8 +21,11 @@ import { freePort } from './free-port.ts'
 // process. It records figures and asserts nothing. Knobs: BENCH_DURATION (s, default 10),
 // BENCH_CONNECTIONS (50), BENCH_RATE (req/s, 1000), BENCH_STREAMS (sequential streams for time to
 // first byte, 200), BENCH_OPEN_STREAMS (1000), BENCH_LOG_LEVEL (the gateways' log level, info as shipped).
-// `gw postgres ×2` is two gateway processes on one database (each pinned to its own core with taskset
-// when there are two), loaded together (the connections split between them); for both PostgreSQL
+// With two cores and taskset, as the issues' own figures were taken: each measured process (a gateway,
+// the bare proxy) is pinned to core 0, and the load generators (wrk, this process) and the fake upstream
+// to core 1; the local PostgreSQL is left to the scheduler. `gw postgres ×2` is two gateway processes
+// on one database, each pinned to its own core, loaded together (the connections split between them,
+// wrk not pinned); BENCH_PIN=0 pins nothing. For both PostgreSQL
 // columns the database's own figures are read too: statements a request sends (the gateways'
 // junction_store_statements_total), the database's CPU per request and the sessions waiting for a lock.
 // BENCH_SOAK (seconds; `npm run bench:soak` sets 600) runs only the soak instead: the shipped defaults
@@ -189,6 +192,7 @@ async function startUpstream(): Promise<Target> {
   const child = startChild('upstream', 'bench/fake-upstream.ts', { PORT: String(port) })
   const origin = `http://127.0.0.1:${port}`
   await waitForHttp(child, `${origin}/`, false)
+  await pin(child, LOAD_CPU)
   return { name: 'upstream', origin, child }
 }
 
@@ -274,14 +278,27 @@ async function startGatewayOnce(
   )
   const origin = `http://127.0.0.1:${port}`
   await waitForHttp(child, `${origin}/healthz`, true)
-  if (cpu !== undefined && tasksetPath)
-    await promisify(execFile)(tasksetPath, ['-a', '-p', '-c', String(cpu), String(child.proc.pid)])
+  await pin(child, cpu)
   return { name, origin, child, ...(databaseUrl ? { database: new URL(databaseUrl).pathname.slice(1) } : {}) }
 }
 
 const tasksetPath = findOnPath('taskset')
-/** Two instances on their own cores when the machine has two and taskset is there. */
-const pinCores = availableParallelism() >= 2 && tasksetPath !== undefined
+/** Processes pinned to cores when the machine has two and taskset is there. */
+/** The machine's cores, read before this process pins itself to one. */
+const cores = availableParallelism()
+const pinCores = cores >= 2 && tasksetPath !== undefined && process.env['BENCH_PIN'] !== '0'
+/** The core of a measured process (a single gateway, the bare proxy), and the load's. */
+const MEASURED_CPU = pinCores ? 0 : undefined
+const LOAD_CPU = pinCores ? 1 : undefined
+/** Every core: what the children of this process (pinned to LOAD_CPU) are given back when unpinned. */
+const ALL_CPUS = `0-${cores - 1}`
+
+/** Every thread of the process on core `cpu` (nothing when undefined). */
+async function pin(child: Child | number, cpu: number | undefined): Promise<void> {
+  if (cpu === undefined || !tasksetPath) return
+  const pid = typeof child === 'number' ? child : child.proc.pid
+  await promisify(execFile)(tasksetPath, ['-a', '-p', '-c', String(cpu), String(pid)])
+}
 
 /** The bare proxy, measured on its second start as the gateways are (its idle RSS is their baseline). */
 function startFloor(upstream: string, dir: string): Promise<Target> {
@@ -295,6 +312,7 @@ function startFloor(upstream: string, dir: string): Promise<Target> {
     )
     const origin = `http://127.0.0.1:${port}`
     await waitForHttp(child, `${origin}/`, false)
+    await pin(child, MEASURED_CPU)
     return { name: 'floor', origin, child }
   })
 }
@@ -408,9 +426,19 @@ function parseWrk(output: string): Saturation {
   }
 }
 
-async function runWrk(wrk: string, target: Target, durationS: number, script: string): Promise<Saturation> {
+async function runWrk(
+  wrk: string,
+  target: Target,
+  durationS: number,
+  script: string,
+  cpus: string | undefined,
+): Promise<Saturation> {
   const args = ['-t1', `-c${settings.connections}`, `-d${durationS}s`, '--latency', '-s', script]
-  const run = promisify(execFile)(wrk, [...args, `${target.origin}${CHAT_PATH}`])
+  const url = `${target.origin}${CHAT_PATH}`
+  const run =
+    cpus !== undefined && tasksetPath
+      ? promisify(execFile)(tasksetPath, ['-c', cpus, wrk, ...args, url])
+      : promisify(execFile)(wrk, [...args, url])
   tools.add(run.child)
   try {
     return parseWrk((await run).stdout)
@@ -446,8 +474,14 @@ async function runAutocannon(target: Target, durationS: number): Promise<Saturat
   }
 }
 
-function saturateOne(target: Target, durationS: number, wrkScript: string): Promise<Saturation> {
-  return wrkPath ? runWrk(wrkPath, target, durationS, wrkScript) : runAutocannon(target, durationS)
+/** `cpus`: wrk's cores, for taskset (autocannon runs in this process, on the load's core already). */
+function saturateOne(
+  target: Target,
+  durationS: number,
+  wrkScript: string,
+  cpus: string | undefined,
+): Promise<Saturation> {
+  return wrkPath ? runWrk(wrkPath, target, durationS, wrkScript, cpus) : runAutocannon(target, durationS)
 }
 
 /**
@@ -456,11 +490,12 @@ function saturateOne(target: Target, durationS: number, wrkScript: string): Prom
  */
 async function saturate(target: Target, durationS: number, wrkScript: string): Promise<Saturation> {
   const all = instancesOf(target)
-  if (all.length === 1) return saturateOne(target, durationS, wrkScript)
+  if (all.length === 1) return saturateOne(target, durationS, wrkScript, LOAD_CPU?.toString())
   const connections = settings.connections
   settings.connections = Math.max(1, Math.round(connections / all.length))
   try {
-    const each = await Promise.all(all.map((t) => saturateOne(t, durationS, wrkScript)))
+    const cpus = pinCores ? ALL_CPUS : undefined
+    const each = await Promise.all(all.map((t) => saturateOne(t, durationS, wrkScript, cpus)))
     return {
       rps: each.reduce((n, e) => n + e.rps, 0),
       p50Ms: Math.max(...each.map((e) => e.p50Ms)),
@@ -1189,16 +1224,26 @@ async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'junction-bench-'))
   workDir = dir
   try {
+    // This process makes the fixed-rate requests and the streams: on the load's core.
+    await pin(process.pid, LOAD_CPU)
     const upstream = await startUpstream()
     const config = await writeGatewayConfig(dir)
-    const gateway = await startGateway('gateway', upstream.origin, config, dir)
-    const gatewaySqlite = await startGateway('gateway-sqlite', upstream.origin, config, dir)
+    const gateway = await startGateway('gateway', upstream.origin, config, dir, undefined, MEASURED_CPU)
+    const gatewaySqlite = await startGateway(
+      'gateway-sqlite',
+      upstream.origin,
+      config,
+      dir,
+      undefined,
+      MEASURED_CPU,
+    )
     const gatewayPostgres = await startGateway(
       'gateway-postgres',
       upstream.origin,
       config,
       dir,
       await createBenchDatabase(),
+      MEASURED_CPU,
     )
     // Two instances on one database, each on its own core when it can be (the load generator, the
     // upstream and the database share the cores anyway).
@@ -1226,7 +1271,9 @@ async function main(): Promise<void> {
 
     const generator = wrkPath ? 'wrk -t1' : 'autocannon'
     console.log(
-      `Junction bench: node ${process.versions.node}, ${availableParallelism()} cores, ` +
+      `Junction bench: node ${process.versions.node}, ${cores} cores` +
+        (pinCores ? ' (measured process on core 0, load on core 1)' : '') +
+        ', ' +
         `saturation by ${generator}, fixed rate and streams by undici; ` +
         `gateway upstream pool raised to ${settings.openStreams + 100} connections`,
     )
