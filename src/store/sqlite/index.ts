@@ -7,7 +7,7 @@ import { openSqliteDatabase } from './database.ts'
 import { createSqliteFileStore } from './files.ts'
 import { createSqliteGenerationStore } from './generations.ts'
 import { createSqliteKeys } from './keys.ts'
-import { createSqliteLedgerStore } from './ledger.ts'
+import { addHeld, createSqliteLedgerStore } from './ledger.ts'
 import { createSqliteRateLimitStore } from './rate-limits.ts'
 import { createSqliteResponseStore } from './responses.ts'
 import { createSqliteTaskStores } from './tasks.ts'
@@ -74,7 +74,13 @@ export function openSqliteStore(
     },
     async sweep(now) {
       await h.tx(() => {
-        h.run('DELETE FROM reservations WHERE expires_at <= ?', now)
+        const expired = new Map<string, bigint>()
+        for (const r of h.all<{ account_id: string; amount: string }>(
+          'DELETE FROM reservations WHERE expires_at <= ? RETURNING account_id, amount',
+          now,
+        ))
+          expired.set(r.account_id, (expired.get(r.account_id) ?? 0n) + BigInt(r.amount))
+        for (const [accountId, amount] of expired) addHeld(h, accountId, -amount)
         h.run('DELETE FROM file_holds WHERE expires_at <= ?', now)
         h.run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now)
         // Old records go; the accounts' usage is a column, not their sum, so totals stay.

@@ -12,6 +12,7 @@ import type { AdmitOutcome, Store } from '../../../src/store/types.ts'
 import { flattenChecks, toDecisions, type ConsumeRow } from '../../../src/store/postgres/rate-limits.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
 import { createTestDatabase, useTestDatabase } from '../../support/postgres.ts'
+import { seeded } from '../../support/seeded.ts'
 
 // Two stores (two pools, as two gateway processes would have) on one database behave as one store.
 
@@ -19,14 +20,6 @@ const MINUTE = 60_000
 const uid = (prefix: string) => `${prefix}-${randomUUID()}`
 
 const database = useTestDatabase()
-
-/** A fixed-seed generator of integers below `n`: the same sequence every run. */
-function seeded(seed: number): (n: number) => number {
-  return (n) => {
-    seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
-    return seed % n
-  }
-}
 
 /** A logger whose JSON lines land in `lines`. */
 function captureLog(level = 'debug') {

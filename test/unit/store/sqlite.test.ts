@@ -10,6 +10,7 @@ import { createSqliteStore, type SqliteStoreOptions } from '../../../src/store/s
 import { sqliteMigrations } from '../../../src/store/sqlite/migrations.ts'
 import type { Store } from '../../../src/store/types.ts'
 import { accountFixture, generationFixture } from '../../contract/store.ts'
+import { seeded } from '../../support/seeded.ts'
 
 // What only the SQLite backend does (the interface itself: sqlite.contract.test.ts): state on disk
 // across reopening, migrations, several connections on one file, failures as store_unavailable.
@@ -336,6 +337,103 @@ describe('SQLite store', () => {
     raw.prepare('INSERT INTO schema_version (version) VALUES (999)').run()
     raw.close()
     expect(() => createSqliteStore(path)).toThrow(/schema version 999/)
+  })
+
+  it("keeps each account's held total equal to its holds' sum through every way a hold comes and goes", async () => {
+    const path = freshPath()
+    const store = open(path)
+    const raw = new DatabaseSync(path, { readOnly: true })
+    onTestFinished(() => raw.close())
+    /** The accounts' kept totals against their holds summed from the rows (amounts fit in 64 bits). */
+    const totals = () =>
+      raw
+        .prepare(
+          `SELECT a.id, a.held, (SELECT CAST(coalesce(sum(CAST(r.amount AS INTEGER)), 0) AS TEXT)
+             FROM reservations r WHERE r.account_id = a.id) AS summed FROM accounts a ORDER BY a.id`,
+        )
+        .all() as { id: string; held: string | null; summed: string }[]
+    const openSum = (id: string, now: number) =>
+      BigInt(
+        (
+          raw
+            .prepare(
+              `SELECT CAST(coalesce(sum(CAST(amount AS INTEGER)), 0) AS TEXT) AS s FROM reservations
+               WHERE account_id = ? AND expires_at > ?`,
+            )
+            .get(id, now) as { s: string }
+        ).s,
+      )
+    const ids = ['a', 'b']
+    for (const id of ids) await store.accounts.create(accountFixture(id), usd(3))
+    const key = { id: 'k', accountId: 'a', hash: 'kh', prefix: '', createdAt: 0 }
+    await store.accounts.addKey(key)
+    const next = seeded(7)
+    const holds: { accountId: string; id: string; amount: bigint }[] = []
+    let now = 1_000
+    let generation = 0
+    let most = 0n
+    const steps = new Map<string, number>()
+    for (let step = 0; step < 400; step++) {
+      const accountId = ids[next(2)]!
+      const kind = [
+        'reserve',
+        'reserve',
+        'again',
+        'key',
+        'release',
+        'settle',
+        'over',
+        'renew',
+        'time',
+        'sweep',
+      ][next(10)]!
+      steps.set(kind, (steps.get(kind) ?? 0) + 1)
+      const pick = holds.length > 0 ? holds[next(holds.length)]! : undefined
+      const upper = BigInt(1 + next(40)) * usd('0.001')
+      const ttl = 50 + next(400)
+      if (kind === 'reserve') {
+        const r = await store.ledger.reserve(accountId, `h${step}`, upper, now, ttl)
+        if (r) holds.push({ accountId, id: r.id, amount: r.amount })
+      } else if (kind === 'again' && pick) {
+        // The same id held again: the hold is replaced.
+        await store.ledger.reserve(pick.accountId, pick.id, upper, now, ttl)
+      } else if (kind === 'key') {
+        const hold = { hash: key.hash, limit: usd('0.05'), limitReset: null }
+        await store.ledger.reserveForKey('a', `k${step}`, upper, now, ttl, hold)
+      } else if (kind === 'release' && pick) {
+        await store.ledger.release(pick)
+      } else if ((kind === 'settle' || kind === 'over') && pick) {
+        // Within its hold, or past it (charged up to the ceiling); a repeat of an id charges nothing.
+        const cost = kind === 'settle' ? 1n : usd('0.5')
+        await store.ledger.settle(pick, generationFixture(`g${generation++ % 50}`, pick.accountId, { cost }))
+      } else if (kind === 'renew' && pick) {
+        await store.ledger.renew(pick, now, ttl)
+      } else if (kind === 'time') {
+        now += next(300)
+      } else if (kind === 'sweep') {
+        await store.sweep(now)
+      }
+      for (const t of totals()) {
+        if (t.held !== null) expect(t.held, `${kind} at step ${step}`).toBe(t.summed)
+        most = BigInt(t.summed) > most ? BigInt(t.summed) : most
+      }
+      for (const id of ids) expect((await store.ledger.credits(id, now)).reserved).toBe(openSum(id, now))
+    }
+    expect(totals().every((t) => t.held !== null)).toBe(true)
+    expect(most).toBeGreaterThan(usd('0.1'))
+    // Every way was taken, more than once.
+    expect([...steps.values()].every((n) => n > 10)).toBe(true)
+
+    // A database migrated with holds open keeps no total (NULL) until the account's next hold sums them.
+    const w = new DatabaseSync(path)
+    w.prepare('UPDATE accounts SET held = NULL').run()
+    w.close()
+    expect((await store.ledger.credits('a', now)).reserved).toBe(openSum('a', now))
+    await store.ledger.release({ accountId: 'a', id: 'nothing' })
+    expect(totals().find((t) => t.id === 'a')?.held).toBeNull()
+    await store.ledger.reserve('a', 'after', 1n, now, 1_000)
+    const a = totals().find((t) => t.id === 'a')!
+    expect(a.held).toBe(a.summed)
   })
 
   it('two connections on one file (two processes) never hold more than the credits', async () => {
