@@ -7,16 +7,25 @@ import { createSqliteStore } from '../src/store/sqlite/index.ts'
 // What a hold costs the SQLite store as an account's open holds grow (requests in flight: held streams,
 // long agent calls). For each count in BENCH_OPEN_HOLDS (default 0,1000,5000, cumulative), that many
 // holds are taken and left open, then BENCH_OPS (2000) holds are taken and released, 50 at a time; the
-// wall time per hold and release is printed. Records figures, asserts nothing.
+// wall time per hold and release is printed. BENCH_KEY=1: every hold is made with an API key that has
+// a spending limit (its own open holds are then counted too). Records figures, asserts nothing.
 // `node bench/open-holds.ts`.
 
 const counts = (process.env['BENCH_OPEN_HOLDS'] ?? '0,1000,5000').split(',').map(Number)
 const ops = Number(process.env['BENCH_OPS'] ?? 2000)
+const withKey = process.env['BENCH_KEY'] === '1'
 const dir = await mkdtemp(join(tmpdir(), 'junction-open-holds-'))
 const store = createSqliteStore(join(dir, 'junction.db'))
 try {
   const account = { id: 'a', name: 'a', createdAt: 0, discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} }
   await store.accounts.create(account, 10n ** 18n)
+  const key = { hash: 'bench-key', limit: 10n ** 17n, limitReset: null }
+  if (withKey)
+    await store.accounts.addKey({ id: 'k', accountId: 'a', hash: key.hash, prefix: '', createdAt: 0 })
+  const hold = async (id: string) =>
+    withKey
+      ? (await store.ledger.reserveForKey('a', id, 1000n, now, 600_000, key)).reservation
+      : await store.ledger.reserve('a', id, 1000n, now, 600_000)
   const now = Date.now()
   let open = 0
   for (const count of counts) {
@@ -31,7 +40,7 @@ try {
     for (let i = 0; i < ops; i += 50) {
       await Promise.all(
         Array.from({ length: 50 }, async (_, j) => {
-          const r = await store.ledger.reserve('a', `x-${count}-${i + j}`, 1000n, now, 600_000)
+          const r = await hold(`x-${count}-${i + j}`)
           if (r) await store.ledger.release(r)
         }),
       )
