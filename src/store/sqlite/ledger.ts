@@ -4,7 +4,7 @@ import type { Credits, KeyHold, LedgerStore, Reservation, ReservationRef, Settle
 import type { GenerationRecord } from '../../domain/records.ts'
 import type { SqliteHelpers } from './commit.ts'
 import { encodeRecord } from './generations.ts'
-import { countersOf, keyHeldOf, writeCounters } from './keys.ts'
+import { addKeyHeld, countersOf, keyHeldNow, keyHeldOf, sumAmounts, writeCounters } from './keys.ts'
 
 // Credits, holds and charges. Settle also stores the generation record (generations.ts reads it) and
 // the key's counters (keys.ts), in the same transaction as the charge. Money is TEXT decimal
@@ -28,8 +28,6 @@ interface Balance {
 
 const balanceOf = ({ get }: SqliteHelpers, accountId: string) =>
   get<Balance>('SELECT credits, usage, overdraft, held FROM accounts WHERE id = ?', accountId)
-
-const sumAmounts = (rows: { amount: string }[]): bigint => rows.reduce((sum, r) => sum + BigInt(r.amount), 0n)
 
 /**
  * Every hold of the account, open or expired, summed by SQLite: one row back. SQLite's sum() of
@@ -78,11 +76,18 @@ export function addHeld({ get, run }: SqliteHelpers, accountId: string, delta: b
   run('UPDATE accounts SET held = ? WHERE id = ?', (BigInt(r.held) + delta).toString(), accountId)
 }
 
+/** Holds deleted with `RETURNING amount, key_hash`: their keys' totals moved; what they held. */
+export function dropped(h: SqliteHelpers, rows: { amount: string; key_hash: string | null }[]): bigint {
+  for (const r of rows) addKeyHeld(h, r.key_hash, -BigInt(r.amount))
+  return sumAmounts(rows)
+}
+
 /** Drops a hold; what it held, 0n when there was none. */
-function dropHold({ all }: SqliteHelpers, ref: ReservationRef): bigint {
-  return sumAmounts(
-    all<{ amount: string }>(
-      'DELETE FROM reservations WHERE account_id = ? AND id = ? RETURNING amount',
+function dropHold(h: SqliteHelpers, ref: ReservationRef): bigint {
+  return dropped(
+    h,
+    h.all<{ amount: string; key_hash: string | null }>(
+      'DELETE FROM reservations WHERE account_id = ? AND id = ? RETURNING amount, key_hash',
       ref.accountId,
       ref.id,
     ),
@@ -114,10 +119,11 @@ export function reserveNow(
   if (!b) return { reservation: null, keyLimited: false }
   // Expired holds (their request crashed or hung) stop counting; drop them while here. Every hold
   // left is open, so the account's held total is what it holds now.
-  const expired = sumAmounts(
-    h.all<{ amount: string }>(
+  const expired = dropped(
+    h,
+    h.all<{ amount: string; key_hash: string | null }>(
       `DELETE FROM reservations INDEXED BY reservations_by_expiry WHERE expires_at <= ? AND account_id = ?
-       RETURNING amount`,
+       RETURNING amount, key_hash`,
       now,
       accountId,
     ),
@@ -135,7 +141,7 @@ export function reserveNow(
   let amount = upperBound < available ? upperBound : available
   // The key's limit, in the same transaction: its spend counters and its own open holds.
   if (key && key.limit !== null) {
-    const room = keyRoom(countersOf(h, key.hash), key, keyHeldOf(h, accountId, key.hash, now), now)!
+    const room = keyRoom(countersOf(h, key.hash), key, keyHeldNow(h, accountId, key.hash), now)!
     if (room <= 0n) {
       keep()
       return { reservation: null, keyLimited: true }
@@ -153,11 +159,12 @@ export function reserveNow(
   )
   if (added === 0) {
     // A hold taken again under its id replaces the one before (counted in `available` above).
-    const before = h.get<{ amount: string }>(
-      'SELECT amount FROM reservations WHERE account_id = ? AND id = ?',
+    const before = h.get<{ amount: string; key_hash: string | null }>(
+      'SELECT amount, key_hash FROM reservations WHERE account_id = ? AND id = ?',
       accountId,
       id,
     )!
+    addKeyHeld(h, before.key_hash, -BigInt(before.amount))
     h.run(
       'UPDATE reservations SET amount = ?, expires_at = ?, key_hash = ? WHERE account_id = ? AND id = ?',
       ...values,
@@ -168,6 +175,7 @@ export function reserveNow(
   }
   held += amount
   keep()
+  addKeyHeld(h, key?.hash ?? null, amount)
   return { reservation: { id, accountId, amount, expiresAt }, keyLimited: false }
 }
 

@@ -255,6 +255,13 @@ export const sqliteMigrations: readonly Migration[] = [
     // decimal; NULL until the account's first hold after this migration sums them.
     sql: `ALTER TABLE accounts ADD COLUMN held TEXT;`,
   },
+  {
+    version: 11,
+    // The same for the holds made with each key (keys.ts): the sum of a key's holds, open or expired,
+    // kept by every statement that adds or drops one. A key has a row from its first hold with a
+    // spending limit on (its holds are summed then).
+    sql: `CREATE TABLE key_held (key_hash TEXT PRIMARY KEY, held TEXT NOT NULL) STRICT;`,
+  },
 ]
 
 /** Applies the migrations `db` lacks, in one write transaction. */

@@ -339,7 +339,7 @@ describe('SQLite store', () => {
     expect(() => createSqliteStore(path)).toThrow(/schema version 999/)
   })
 
-  it("keeps each account's held total equal to its holds' sum through every way a hold comes and goes", async () => {
+  it("keeps each account's and each key's held total equal to its holds' sum through every way a hold comes and goes", async () => {
     const path = freshPath()
     const store = open(path)
     const raw = new DatabaseSync(path, { readOnly: true })
@@ -352,6 +352,25 @@ describe('SQLite store', () => {
              FROM reservations r WHERE r.account_id = a.id) AS summed FROM accounts a ORDER BY a.id`,
         )
         .all() as { id: string; held: string | null; summed: string }[]
+    /** The keys' kept totals against their holds summed from the rows. */
+    const keyTotals = () =>
+      raw
+        .prepare(
+          `SELECT k.key_hash, k.held, (SELECT CAST(coalesce(sum(CAST(r.amount AS INTEGER)), 0) AS TEXT)
+             FROM reservations r WHERE r.key_hash = k.key_hash) AS summed FROM key_held k`,
+        )
+        .all() as { key_hash: string; held: string; summed: string }[]
+    const openKeySum = (hash: string, now: number) =>
+      BigInt(
+        (
+          raw
+            .prepare(
+              `SELECT CAST(coalesce(sum(CAST(amount AS INTEGER)), 0) AS TEXT) AS s FROM reservations
+               WHERE key_hash = ? AND expires_at > ?`,
+            )
+            .get(hash, now) as { s: string }
+        ).s,
+      )
     const openSum = (id: string, now: number) =>
       BigInt(
         (
@@ -372,21 +391,23 @@ describe('SQLite store', () => {
     let now = 1_000
     let generation = 0
     let most = 0n
+    let mostKey = 0n
     const steps = new Map<string, number>()
     for (let step = 0; step < 400; step++) {
       const accountId = ids[next(2)]!
       const kind = [
         'reserve',
-        'reserve',
         'again',
         'key',
+        'key',
+        'unlimited',
         'release',
         'settle',
         'over',
         'renew',
         'time',
         'sweep',
-      ][next(10)]!
+      ][next(11)]!
       steps.set(kind, (steps.get(kind) ?? 0) + 1)
       const pick = holds.length > 0 ? holds[next(holds.length)]! : undefined
       const upper = BigInt(1 + next(40)) * usd('0.001')
@@ -397,9 +418,11 @@ describe('SQLite store', () => {
       } else if (kind === 'again' && pick) {
         // The same id held again: the hold is replaced.
         await store.ledger.reserve(pick.accountId, pick.id, upper, now, ttl)
-      } else if (kind === 'key') {
-        const hold = { hash: key.hash, limit: usd('0.05'), limitReset: null }
-        await store.ledger.reserveForKey('a', `k${step}`, upper, now, ttl, hold)
+      } else if (kind === 'key' || kind === 'unlimited') {
+        // With the key's spending limit, or with the key and no limit (the hold still names the key).
+        const hold = { hash: key.hash, limit: kind === 'key' ? usd('0.05') : null, limitReset: null }
+        const r = await store.ledger.reserveForKey('a', `k${step}`, upper, now, ttl, hold)
+        if (r.reservation) holds.push({ accountId: 'a', id: r.reservation.id, amount: r.reservation.amount })
       } else if (kind === 'release' && pick) {
         await store.ledger.release(pick)
       } else if ((kind === 'settle' || kind === 'over') && pick) {
@@ -418,9 +441,16 @@ describe('SQLite store', () => {
         most = BigInt(t.summed) > most ? BigInt(t.summed) : most
       }
       for (const id of ids) expect((await store.ledger.credits(id, now)).reserved).toBe(openSum(id, now))
+      for (const t of keyTotals()) {
+        expect(t.held, `the key, ${kind} at step ${step}`).toBe(t.summed)
+        mostKey = BigInt(t.summed) > mostKey ? BigInt(t.summed) : mostKey
+      }
+      expect((await store.ledger.keyUsage('a', [key.hash], now))[0]?.held).toBe(openKeySum(key.hash, now))
     }
     expect(totals().every((t) => t.held !== null)).toBe(true)
-    expect(most).toBeGreaterThan(usd('0.1'))
+    expect(keyTotals()).toHaveLength(1)
+    expect(most).toBeGreaterThan(usd('0.05'))
+    expect(mostKey).toBeGreaterThan(usd('0.01'))
     // Every way was taken, more than once.
     expect([...steps.values()].every((n) => n > 10)).toBe(true)
 
