@@ -1,21 +1,40 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
+import pg from 'pg'
+import { createPostgresStore } from '../src/store/postgres/index.ts'
 import { createSqliteStore } from '../src/store/sqlite/index.ts'
+import type { Store } from '../src/store/types.ts'
 
-// What a hold costs the SQLite store as an account's open holds grow (requests in flight: held streams,
+// What a hold costs a store as an account's open holds grow (requests in flight: held streams,
 // long agent calls). For each count in BENCH_OPEN_HOLDS (default 0,1000,5000, cumulative), that many
 // holds are taken and left open, then BENCH_OPS (2000) holds are taken and released, 50 at a time; the
 // wall time per hold and release is printed. BENCH_KEY=1: every hold is made with an API key that has
-// a spending limit (its own open holds are then counted too). Records figures, asserts nothing.
-// `node bench/open-holds.ts`.
+// a spending limit (its own open holds are then counted too). BENCH_STORE=postgres: a throwaway
+// database on the local PostgreSQL (BENCH_PG_URL: its admin URL) instead of a SQLite file. Records
+// figures, asserts nothing. `node bench/open-holds.ts`.
 
 const counts = (process.env['BENCH_OPEN_HOLDS'] ?? '0,1000,5000').split(',').map(Number)
 const ops = Number(process.env['BENCH_OPS'] ?? 2000)
 const withKey = process.env['BENCH_KEY'] === '1'
+const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const dir = await mkdtemp(join(tmpdir(), 'junction-open-holds-'))
-const store = createSqliteStore(join(dir, 'junction.db'))
+let database: string | undefined
+let store: Store
+if (process.env['BENCH_STORE'] === 'postgres') {
+  database = `junction_bench_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client(adminUrl)
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${database}`)
+  await admin.end()
+  const url = new URL(adminUrl)
+  url.pathname = `/${database}`
+  store = await createPostgresStore(url.toString(), {})
+} else {
+  store = createSqliteStore(join(dir, 'junction.db'))
+}
 try {
   const account = { id: 'a', name: 'a', createdAt: 0, discountPpm: 0, modelDiscountsPpm: {}, rateLimits: {} }
   await store.accounts.create(account, 10n ** 18n)
@@ -51,4 +70,10 @@ try {
 } finally {
   await store.close()
   await rm(dir, { recursive: true, force: true })
+  if (database !== undefined) {
+    const admin = new pg.Client(adminUrl)
+    await admin.connect()
+    await admin.query(`DROP DATABASE ${database} WITH (FORCE)`)
+    await admin.end()
+  }
 }
