@@ -7,7 +7,7 @@ import { openSqliteDatabase } from './database.ts'
 import { createSqliteFileStore } from './files.ts'
 import { createSqliteGenerationStore } from './generations.ts'
 import { createSqliteKeys } from './keys.ts'
-import { addHeld, createSqliteLedgerStore, dropped } from './ledger.ts'
+import { createSqliteLedgerStore } from './ledger.ts'
 import { createSqliteRateLimitStore } from './rate-limits.ts'
 import { createSqliteResponseStore } from './responses.ts'
 import { createSqliteTaskStores } from './tasks.ts'
@@ -74,13 +74,7 @@ export function openSqliteStore(
     },
     async sweep(now) {
       await h.tx(() => {
-        const rows = h.all<{ account_id: string; amount: string; key_hash: string | null }>(
-          'DELETE FROM reservations WHERE expires_at <= ? RETURNING account_id, amount, key_hash',
-          now,
-        )
-        const expired = new Map<string, { amount: string; key_hash: string | null }[]>()
-        for (const r of rows) expired.set(r.account_id, [...(expired.get(r.account_id) ?? []), r])
-        for (const [accountId, holds] of expired) addHeld(h, accountId, -dropped(h, holds))
+        h.run('DELETE FROM reservations WHERE expires_at <= ?', now)
         h.run('DELETE FROM file_holds WHERE expires_at <= ?', now)
         h.run('DELETE FROM rate_windows WHERE ? - start >= 2 * window_ms', now)
         // Old records go; the accounts' usage is a column, not their sum, so totals stay.

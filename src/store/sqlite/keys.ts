@@ -204,10 +204,11 @@ export function writeCounters({ run }: SqliteHelpers, keyHash: string, c: KeyCou
   )
 }
 
-// The holds made with a key, open or expired, summed on the key's row of `key_held` (migration 11), which
-// every statement that adds or drops a hold with that key moves (ledger.ts), like the account's `held`:
-// a key with a spending limit then reads one row at each hold, however many of its requests are in
-// flight. A key has a row from its first hold with a limit on; until then its holds are summed.
+// The holds made with a key, open or expired, summed on the key's row of `key_held`, kept by triggers on
+// reservations (migration 10) like the account's `held`: a key with a spending limit then reads one row
+// at each hold, however many of its requests are in flight. A key has a row from its first hold with a
+// limit on (or the first after its total outgrew what the triggers add up exactly); until then its
+// holds are summed.
 
 export const sumAmounts = (rows: { amount: string }[]): bigint =>
   rows.reduce((sum, r) => sum + BigInt(r.amount), 0n)
@@ -215,14 +216,6 @@ export const sumAmounts = (rows: { amount: string }[]): bigint =>
 const keyTotal = ({ get }: SqliteHelpers, keyHash: string): bigint | undefined => {
   const r = get<{ held: string }>('SELECT held FROM key_held WHERE key_hash = ?', keyHash)
   return r && BigInt(r.held)
-}
-
-/** Moves the key's kept total by `delta` (nothing while it has none). */
-export function addKeyHeld(h: SqliteHelpers, keyHash: string | null, delta: bigint): void {
-  if (keyHash === null || delta === 0n) return
-  const total = keyTotal(h, keyHash)
-  if (total !== undefined)
-    h.run('UPDATE key_held SET held = ? WHERE key_hash = ?', (total + delta).toString(), keyHash)
 }
 
 /**

@@ -4,19 +4,19 @@ import type { Credits, KeyHold, LedgerStore, Reservation, ReservationRef, Settle
 import type { GenerationRecord } from '../../domain/records.ts'
 import type { SqliteHelpers } from './commit.ts'
 import { encodeRecord } from './generations.ts'
-import { addKeyHeld, countersOf, keyHeldNow, keyHeldOf, sumAmounts, writeCounters } from './keys.ts'
+import { countersOf, keyHeldNow, keyHeldOf, sumAmounts, writeCounters } from './keys.ts'
 
 // Credits, holds and charges. Settle also stores the generation record (generations.ts reads it) and
 // the key's counters (keys.ts), in the same transaction as the charge. Money is TEXT decimal
 // picodollars (migrations.ts), added up here as bigint within the transaction.
 
-// What an account holds. Its row keeps `held`, the sum of all its holds, open or expired (migration
-// 10), moved by every statement that adds or drops one, in the same transaction: a new hold then reads
-// one row however many requests are in flight (summing the open holds made a hold cost 26 µs with none
-// open, 199 µs with a thousand, 1.1 ms with six thousand, `node bench/open-holds.ts`). The holds that
-// expired and were not swept yet are subtracted, read through the expiry index (the sweep and every
-// new hold drop them, so they are few), never through the account's open ones. NULL until the first
-// hold after the migration sums them once.
+// What an account holds. Its row keeps `held`, the sum of all its holds, open or expired, kept by
+// triggers on reservations (migration 10): a new hold reads one row however many requests are in
+// flight (summing the open holds made a hold cost 26 µs with none open, 199 µs with a thousand, 1.1 ms
+// with six thousand, `node bench/open-holds.ts`). The holds that expired and were not swept yet are
+// subtracted, read through the expiry index (the sweep and every new hold drop them, so they are
+// few), never through the account's open ones. NULL until a hold sums them (after the migration, or
+// once the total outgrew what the triggers add up exactly).
 
 /** An account's row as the ledger reads it. */
 interface Balance {
@@ -68,32 +68,6 @@ const expiredOf = ({ all }: SqliteHelpers, accountId: string, now: number): bigi
 const reservedOf = (h: SqliteHelpers, accountId: string, now: number, b: Balance): bigint =>
   heldOf(h, accountId, b) - expiredOf(h, accountId, now)
 
-/** Moves the account's kept `held` by `delta` (nothing while it keeps none). */
-export function addHeld({ get, run }: SqliteHelpers, accountId: string, delta: bigint): void {
-  if (delta === 0n) return
-  const r = get<{ held: string | null }>('SELECT held FROM accounts WHERE id = ?', accountId)
-  if (r?.held === null || r?.held === undefined) return
-  run('UPDATE accounts SET held = ? WHERE id = ?', (BigInt(r.held) + delta).toString(), accountId)
-}
-
-/** Holds deleted with `RETURNING amount, key_hash`: their keys' totals moved; what they held. */
-export function dropped(h: SqliteHelpers, rows: { amount: string; key_hash: string | null }[]): bigint {
-  for (const r of rows) addKeyHeld(h, r.key_hash, -BigInt(r.amount))
-  return sumAmounts(rows)
-}
-
-/** Drops a hold; what it held, 0n when there was none. */
-function dropHold(h: SqliteHelpers, ref: ReservationRef): bigint {
-  return dropped(
-    h,
-    h.all<{ amount: string; key_hash: string | null }>(
-      'DELETE FROM reservations WHERE account_id = ? AND id = ? RETURNING amount, key_hash',
-      ref.accountId,
-      ref.id,
-    ),
-  )
-}
-
 /** LedgerStore.credits, inside a transaction. */
 export function creditsOf(h: SqliteHelpers, accountId: string, now: number): Credits {
   const b = balanceOf(h, accountId)
@@ -119,33 +93,28 @@ export function reserveNow(
   if (!b) return { reservation: null, keyLimited: false }
   // Expired holds (their request crashed or hung) stop counting; drop them while here. Every hold
   // left is open, so the account's held total is what it holds now.
-  const expired = dropped(
-    h,
-    h.all<{ amount: string; key_hash: string | null }>(
+  const expired = sumAmounts(
+    h.all<{ amount: string }>(
       `DELETE FROM reservations INDEXED BY reservations_by_expiry WHERE expires_at <= ? AND account_id = ?
-       RETURNING amount, key_hash`,
+       RETURNING amount`,
       now,
       accountId,
     ),
   )
-  let held = b.held === null ? allHeldOf(h, accountId) : BigInt(b.held) - expired
-  const keep = (): void => {
-    if (b.held === null || BigInt(b.held) !== held)
-      h.run('UPDATE accounts SET held = ? WHERE id = ?', held.toString(), accountId)
+  // The triggers took the expired holds off the kept total; a total not kept is summed and kept.
+  let held: bigint
+  if (b.held !== null) held = BigInt(b.held) - expired
+  else {
+    held = allHeldOf(h, accountId)
+    h.run('UPDATE accounts SET held = ? WHERE id = ?', held.toString(), accountId)
   }
   const available = BigInt(b.credits) - BigInt(b.usage) - held
-  if (available <= 0n) {
-    keep()
-    return { reservation: null, keyLimited: false }
-  }
+  if (available <= 0n) return { reservation: null, keyLimited: false }
   let amount = upperBound < available ? upperBound : available
   // The key's limit, in the same transaction: its spend counters and its own open holds.
   if (key && key.limit !== null) {
     const room = keyRoom(countersOf(h, key.hash), key, keyHeldNow(h, accountId, key.hash), now)!
-    if (room <= 0n) {
-      keep()
-      return { reservation: null, keyLimited: true }
-    }
+    if (room <= 0n) return { reservation: null, keyLimited: true }
     if (room < amount) amount = room
   }
   const expiresAt = now + ttlMs
@@ -159,23 +128,13 @@ export function reserveNow(
   )
   if (added === 0) {
     // A hold taken again under its id replaces the one before (counted in `available` above).
-    const before = h.get<{ amount: string; key_hash: string | null }>(
-      'SELECT amount, key_hash FROM reservations WHERE account_id = ? AND id = ?',
-      accountId,
-      id,
-    )!
-    addKeyHeld(h, before.key_hash, -BigInt(before.amount))
     h.run(
       'UPDATE reservations SET amount = ?, expires_at = ?, key_hash = ? WHERE account_id = ? AND id = ?',
       ...values,
       accountId,
       id,
     )
-    held -= BigInt(before.amount)
   }
-  held += amount
-  keep()
-  addKeyHeld(h, key?.hash ?? null, amount)
   return { reservation: { id, accountId, amount, expiresAt }, keyLimited: false }
 }
 
@@ -229,7 +188,7 @@ export function createSqliteLedgerStore(h: SqliteHelpers): LedgerStore {
       return tx(() => settleNow(h, ref, input, limit))
     },
     async release(ref) {
-      await tx(() => addHeld(h, ref.accountId, -dropHold(h, ref)))
+      await tx(() => run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id))
     },
   }
 }
@@ -295,12 +254,7 @@ function settleNow(
       chargeCounters(countersOf(h, keyHash) ?? noCounters(), record.createdAt, record.cost),
     )
   }
-  const dropped = dropHold(h, ref)
-  run(
-    'UPDATE accounts SET usage = ?, held = ? WHERE id = ?',
-    (BigInt(b.usage) + record.cost).toString(),
-    b.held === null ? null : (BigInt(b.held) - dropped).toString(),
-    ref.accountId,
-  )
+  run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id)
+  run('UPDATE accounts SET usage = ? WHERE id = ?', (BigInt(b.usage) + record.cost).toString(), ref.accountId)
   return record
 }

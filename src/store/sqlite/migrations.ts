@@ -250,17 +250,51 @@ export const sqliteMigrations: readonly Migration[] = [
   },
   {
     version: 10,
-    // The sum of all an account's holds, open or expired, kept on its row by every statement that adds
-    // or drops one (ledger.ts), so that a new hold reads one row instead of every open hold. Picodollars,
-    // decimal; NULL until the account's first hold after this migration sums them.
-    sql: `ALTER TABLE accounts ADD COLUMN held TEXT;`,
-  },
-  {
-    version: 11,
-    // The same for the holds made with each key (keys.ts): the sum of a key's holds, open or expired,
-    // kept by every statement that adds or drops one. A key has a row from its first hold with a
-    // spending limit on (its holds are summed then).
-    sql: `CREATE TABLE key_held (key_hash TEXT PRIMARY KEY, held TEXT NOT NULL) STRICT;`,
+    // The sum of all an account's holds, open or expired, on its row (`held`), and of all the holds
+    // made with a key (`key_held`), kept by triggers on reservations: a new hold reads one row instead
+    // of every hold in flight (ledger.ts), and every writer keeps them, an older gateway still running
+    // on the same file included. SQLite's integers are 64-bit: a total or amount wider than 18 digits is
+    // dropped instead (NULL, or the key's row deleted) and summed again, exactly, at the next hold.
+    // NULL (no row for a key) until then; a key has a row from its first hold with a spending limit.
+    sql: `
+      ALTER TABLE accounts ADD COLUMN held TEXT;
+      CREATE TABLE key_held (key_hash TEXT PRIMARY KEY, held TEXT NOT NULL) STRICT;
+      CREATE TRIGGER reservations_held_inserted AFTER INSERT ON reservations BEGIN
+        UPDATE accounts SET held = CASE WHEN length(held) <= 18 AND length(NEW.amount) <= 18
+            THEN CAST(CAST(held AS INTEGER) + CAST(NEW.amount AS INTEGER) AS TEXT) END
+          WHERE id = NEW.account_id AND held IS NOT NULL;
+        DELETE FROM key_held WHERE key_hash = NEW.key_hash
+          AND NOT (length(held) <= 18 AND length(NEW.amount) <= 18);
+        UPDATE key_held SET held = CAST(CAST(held AS INTEGER) + CAST(NEW.amount AS INTEGER) AS TEXT)
+          WHERE key_hash = NEW.key_hash;
+      END;
+      CREATE TRIGGER reservations_held_deleted AFTER DELETE ON reservations BEGIN
+        UPDATE accounts SET held = CASE WHEN length(held) <= 18 AND length(OLD.amount) <= 18
+            THEN CAST(CAST(held AS INTEGER) - CAST(OLD.amount AS INTEGER) AS TEXT) END
+          WHERE id = OLD.account_id AND held IS NOT NULL;
+        DELETE FROM key_held WHERE key_hash = OLD.key_hash
+          AND NOT (length(held) <= 18 AND length(OLD.amount) <= 18);
+        UPDATE key_held SET held = CAST(CAST(held AS INTEGER) - CAST(OLD.amount AS INTEGER) AS TEXT)
+          WHERE key_hash = OLD.key_hash;
+      END;
+      CREATE TRIGGER reservations_held_updated AFTER UPDATE OF account_id, amount, key_hash ON reservations
+      BEGIN
+        UPDATE accounts SET held = CASE WHEN length(held) <= 18 AND length(OLD.amount) <= 18
+            THEN CAST(CAST(held AS INTEGER) - CAST(OLD.amount AS INTEGER) AS TEXT) END
+          WHERE id = OLD.account_id AND held IS NOT NULL;
+        UPDATE accounts SET held = CASE WHEN length(held) <= 18 AND length(NEW.amount) <= 18
+            THEN CAST(CAST(held AS INTEGER) + CAST(NEW.amount AS INTEGER) AS TEXT) END
+          WHERE id = NEW.account_id AND held IS NOT NULL;
+        DELETE FROM key_held WHERE key_hash = OLD.key_hash
+          AND NOT (length(held) <= 18 AND length(OLD.amount) <= 18);
+        UPDATE key_held SET held = CAST(CAST(held AS INTEGER) - CAST(OLD.amount AS INTEGER) AS TEXT)
+          WHERE key_hash = OLD.key_hash;
+        DELETE FROM key_held WHERE key_hash = NEW.key_hash
+          AND NOT (length(held) <= 18 AND length(NEW.amount) <= 18);
+        UPDATE key_held SET held = CAST(CAST(held AS INTEGER) + CAST(NEW.amount AS INTEGER) AS TEXT)
+          WHERE key_hash = NEW.key_hash;
+      END;
+    `,
   },
 ]
 

@@ -466,6 +466,58 @@ describe('SQLite store', () => {
     expect(a.held).toBe(a.summed)
   })
 
+  it('keeps the totals whoever writes the holds (an older gateway on the file), and sums them again past 18 digits', async () => {
+    const path = freshPath()
+    const store = open(path)
+    await store.accounts.create(accountFixture('a'), 10n ** 30n)
+    await store.accounts.addKey({ id: 'k', accountId: 'a', hash: 'kh', prefix: '', createdAt: 0 })
+    const hold = { hash: 'kh', limit: 10n ** 29n, limitReset: null }
+    await store.ledger.reserveForKey('a', 'first', 5n, 0, 60_000, hold)
+    const kept = () => {
+      const db = new DatabaseSync(path, { readOnly: true })
+      try {
+        return {
+          account: (db.prepare("SELECT held FROM accounts WHERE id = 'a'").get() as { held: string | null })
+            .held,
+          key: (
+            db.prepare("SELECT held FROM key_held WHERE key_hash = 'kh'").get() as
+              { held: string } | undefined
+          )?.held,
+        }
+      } finally {
+        db.close()
+      }
+    }
+    expect(kept()).toEqual({ account: '5', key: '5' })
+    // A process that knows nothing of the totals writes holds as this gateway did before them.
+    const raw = new DatabaseSync(path)
+    const insert = raw.prepare(
+      "INSERT INTO reservations (account_id, id, amount, expires_at, key_hash) VALUES ('a', ?, ?, 60000, ?)",
+    )
+    insert.run('old1', '7', 'kh')
+    insert.run('old2', '11', null)
+    raw.prepare("UPDATE reservations SET amount = '13' WHERE id = 'old2'").run()
+    raw.prepare("UPDATE reservations SET key_hash = 'kh' WHERE id = 'old2'").run()
+    raw.prepare("DELETE FROM reservations WHERE id = 'first'").run()
+    expect(kept()).toEqual({ account: '20', key: '20' })
+    expect((await store.ledger.credits('a', 0)).reserved).toBe(20n)
+    expect((await store.ledger.keyUsage('a', ['kh'], 0))[0]?.held).toBe(20n)
+
+    // Wider than 18 digits, past what SQLite adds up exactly: the totals are dropped, and summed again.
+    const wide = 10n ** 20n + 1n
+    insert.run('wide', wide.toString(), 'kh')
+    raw.close()
+    expect(kept()).toEqual({ account: null, key: undefined })
+    expect((await store.ledger.credits('a', 0)).reserved).toBe(20n + wide)
+    expect((await store.ledger.keyUsage('a', ['kh'], 0))[0]?.held).toBe(20n + wide)
+    expect((await store.ledger.reserveForKey('a', 'next', 3n, 0, 60_000, hold)).reservation?.amount).toBe(3n)
+    expect((await store.ledger.credits('a', 0)).reserved).toBe(23n + wide)
+    expect((await store.ledger.keyUsage('a', ['kh'], 0))[0]?.held).toBe(23n + wide)
+    await store.ledger.release({ accountId: 'a', id: 'wide' })
+    await store.ledger.reserveForKey('a', 'last', 2n, 0, 60_000, hold)
+    expect(kept()).toEqual({ account: '25', key: '25' })
+  })
+
   it('two connections on one file (two processes) never hold more than the credits', async () => {
     const path = freshPath()
     const a = open(path)
