@@ -360,26 +360,16 @@ describe('SQLite store', () => {
              FROM reservations r WHERE r.key_hash = k.key_hash) AS summed FROM key_held k`,
         )
         .all() as { key_hash: string; held: string; summed: string }[]
-    const openKeySum = (hash: string, now: number) =>
+    /** The open holds (unexpired at `now`) of an account or of a key, summed from the rows. */
+    const openRows = (column: 'account_id' | 'key_hash', value: string, now: number) =>
       BigInt(
         (
           raw
             .prepare(
               `SELECT CAST(coalesce(sum(CAST(amount AS INTEGER)), 0) AS TEXT) AS s FROM reservations
-               WHERE key_hash = ? AND expires_at > ?`,
+               WHERE ${column} = ? AND expires_at > ?`,
             )
-            .get(hash, now) as { s: string }
-        ).s,
-      )
-    const openSum = (id: string, now: number) =>
-      BigInt(
-        (
-          raw
-            .prepare(
-              `SELECT CAST(coalesce(sum(CAST(amount AS INTEGER)), 0) AS TEXT) AS s FROM reservations
-               WHERE account_id = ? AND expires_at > ?`,
-            )
-            .get(id, now) as { s: string }
+            .get(value, now) as { s: string }
         ).s,
       )
     const ids = ['a', 'b']
@@ -440,12 +430,15 @@ describe('SQLite store', () => {
         if (t.held !== null) expect(t.held, `${kind} at step ${step}`).toBe(t.summed)
         most = BigInt(t.summed) > most ? BigInt(t.summed) : most
       }
-      for (const id of ids) expect((await store.ledger.credits(id, now)).reserved).toBe(openSum(id, now))
+      for (const id of ids)
+        expect((await store.ledger.credits(id, now)).reserved).toBe(openRows('account_id', id, now))
       for (const t of keyTotals()) {
         expect(t.held, `the key, ${kind} at step ${step}`).toBe(t.summed)
         mostKey = BigInt(t.summed) > mostKey ? BigInt(t.summed) : mostKey
       }
-      expect((await store.ledger.keyUsage('a', [key.hash], now))[0]?.held).toBe(openKeySum(key.hash, now))
+      expect((await store.ledger.keyUsage('a', [key.hash], now))[0]?.held).toBe(
+        openRows('key_hash', key.hash, now),
+      )
     }
     expect(totals().every((t) => t.held !== null)).toBe(true)
     expect(keyTotals()).toHaveLength(1)
@@ -458,7 +451,7 @@ describe('SQLite store', () => {
     const w = new DatabaseSync(path)
     w.prepare('UPDATE accounts SET held = NULL').run()
     w.close()
-    expect((await store.ledger.credits('a', now)).reserved).toBe(openSum('a', now))
+    expect((await store.ledger.credits('a', now)).reserved).toBe(openRows('account_id', 'a', now))
     await store.ledger.release({ accountId: 'a', id: 'nothing' })
     expect(totals().find((t) => t.id === 'a')?.held).toBeNull()
     await store.ledger.reserve('a', 'after', 1n, now, 1_000)
