@@ -283,9 +283,9 @@ async function startGatewayOnce(
 }
 
 const tasksetPath = findOnPath('taskset')
-/** Processes pinned to cores when the machine has two and taskset is there. */
 /** The machine's cores, read before this process pins itself to one. */
 const cores = availableParallelism()
+/** Processes pinned to cores when the machine has two and taskset is there (and BENCH_PIN is not 0). */
 const pinCores = cores >= 2 && tasksetPath !== undefined && process.env['BENCH_PIN'] !== '0'
 /** The core of a measured process (a single gateway, the bare proxy), and the load's. */
 const MEASURED_CPU = pinCores ? 0 : undefined

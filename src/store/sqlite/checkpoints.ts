@@ -9,7 +9,7 @@ export const AUTO_CHECKPOINT_PAGES = 1_000
 /** The automatic checkpoint's threshold while the worker thread checkpoints: only a fallback. */
 export const FALLBACK_CHECKPOINT_PAGES = 10_000
 /**
- * Batches the database thread answers before the checkpoint thread is started. A thread costs ≈13 MB of
+ * Batches the database thread answers before the checkpoint thread is started. A thread costs ≈12 MB of
  * resident memory, which a gateway at rest, or one that has served a few requests since its start,
  * does not need: until then SQLite's own automatic checkpoint (AUTO_CHECKPOINT_PAGES) stands in, and
  * a hundred batches write well under its thousand pages, so it seldom runs.
