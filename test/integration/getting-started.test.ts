@@ -63,7 +63,7 @@ function mask(text: string): string {
     out = out.replace(p, (id) => `${/^(gen-|file-|sk-jn-|key_)?/.exec(id)?.[0]}<id>`)
   return out
     .replace(/"prefix":"sk-jn-[^"]*"/g, '"prefix":"sk-jn-<id>"')
-    .replace(/"(name|label)":"sk-jn-\w{4}\.\.\."/g, '"$1":"sk-jn-<id>..."')
+    .replace(/"(name|label)":"sk-jn-[\w-]{4}\.\.\."/g, '"$1":"sk-jn-<id>..."')
     .replace(/"hash":"[0-9a-f]{64}"/g, '"hash":"<hash>"')
     .replace(/"(created|created_at|createAt|startedAt|time)":("[^"]*"|\d+)/g, '"$1":<time>')
     .replace(/"(generationTime|latency|durationMs)":[\d.]+/g, '"$1":<ms>')
