@@ -260,11 +260,13 @@ function readKeyUsage(query: Query): LedgerStore['keyUsage'] {
       month: string | null
       held: string
     }>(
+      // The key's holds from its key_held row (migration 17), less the expired ones not swept yet.
       `SELECT u.total, u.day_start, u.day, u.week_start, u.week, u.month_start, u.month,
-           (SELECT coalesce(sum(r.amount), 0) FROM reservations r
-             WHERE r.account_id = $1 AND r.key_hash = h.k AND r.expires_at > $3) AS held
+           coalesce(k.held, 0) - (SELECT coalesce(sum(r.amount), 0) FROM reservations r
+             WHERE r.account_id = $1 AND r.key_hash = h.k AND r.expires_at <= $3) AS held
          FROM unnest($2::text[]) WITH ORDINALITY AS h(k, i)
-         LEFT JOIN key_usage u ON u.key_hash = h.k ORDER BY h.i`,
+         LEFT JOIN key_usage u ON u.key_hash = h.k
+         LEFT JOIN key_held k ON k.key_hash = h.k ORDER BY h.i`,
       [accountId, keyHashes, now],
     )
     return rows.map((r) =>

@@ -1386,6 +1386,85 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 17,
+    // The holds made with each key, open or expired, summed on a row of key_held by the triggers that
+    // keep the ledger rows' `held` (migration 13), so that a key's room (junction_key_room) and its usage
+    // read one row: summing a key's open holds walked every open hold of the account (its expiry
+    // index), and every hold deleted since the last vacuum. The table is locked first, so that no
+    // writer (an older gateway included) slips a hold between the sum below and the new triggers.
+    // Each trigger moves the ledger rows before the key rows, as every writer locks ledger rows first.
+    name: 'held total per key',
+    sql: `
+      LOCK TABLE reservations IN SHARE ROW EXCLUSIVE MODE;
+      CREATE TABLE key_held (key_hash text PRIMARY KEY, held numeric(40, 0) NOT NULL);
+      INSERT INTO key_held (key_hash, held)
+        SELECT key_hash, sum(amount) FROM reservations WHERE key_hash IS NOT NULL GROUP BY key_hash;
+      CREATE OR REPLACE FUNCTION junction_held_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        UPDATE ledger l SET held = l.held + d.amount
+          FROM (SELECT account_id, sum(amount) AS amount FROM new_rows GROUP BY account_id) d
+          WHERE l.account_id = d.account_id;
+        INSERT INTO key_held AS k (key_hash, held)
+          SELECT key_hash, sum(amount) FROM new_rows WHERE key_hash IS NOT NULL
+          GROUP BY key_hash ORDER BY key_hash
+          ON CONFLICT (key_hash) DO UPDATE SET held = k.held + excluded.held;
+        RETURN NULL;
+      END
+      $$;
+      CREATE OR REPLACE FUNCTION junction_held_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        UPDATE ledger l SET held = l.held - d.amount
+          FROM (SELECT account_id, sum(amount) AS amount FROM old_rows GROUP BY account_id) d
+          WHERE l.account_id = d.account_id;
+        UPDATE key_held k SET held = k.held - d.amount
+          FROM (SELECT key_hash, sum(amount) AS amount FROM old_rows WHERE key_hash IS NOT NULL
+                GROUP BY key_hash ORDER BY key_hash) d
+          WHERE k.key_hash = d.key_hash;
+        RETURN NULL;
+      END
+      $$;
+      CREATE OR REPLACE FUNCTION junction_held_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        UPDATE ledger l SET held = l.held + d.amount
+          FROM (SELECT account_id, sum(amount) AS amount FROM (
+                  SELECT account_id, amount FROM new_rows
+                  UNION ALL SELECT account_id, -amount FROM old_rows) c
+                GROUP BY account_id) d
+          WHERE l.account_id = d.account_id AND d.amount <> 0;
+        INSERT INTO key_held AS k (key_hash, held)
+          SELECT key_hash, sum(amount) FROM (
+              SELECT key_hash, amount FROM new_rows
+              UNION ALL SELECT key_hash, -amount FROM old_rows) c
+          WHERE key_hash IS NOT NULL GROUP BY key_hash HAVING sum(amount) <> 0 ORDER BY key_hash
+          ON CONFLICT (key_hash) DO UPDATE SET held = k.held + excluded.held;
+        RETURN NULL;
+      END
+      $$;
+
+      -- junction_key_room (migration 11) with the key's open holds read from its key_held row, less the
+      -- expired ones not swept yet (few, through the account's expiry index).
+      CREATE OR REPLACE FUNCTION junction_key_room(
+        p_account text, p_key text, p_limit numeric, p_reset text, p_window_start bigint, p_now bigint
+      ) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        v_spent numeric;
+        v_held numeric;
+      BEGIN
+        SELECT CASE p_reset
+            WHEN 'daily' THEN CASE WHEN day_start = p_window_start THEN day ELSE 0 END
+            WHEN 'weekly' THEN CASE WHEN week_start = p_window_start THEN week ELSE 0 END
+            WHEN 'monthly' THEN CASE WHEN month_start = p_window_start THEN month ELSE 0 END
+            ELSE total END
+          INTO v_spent FROM key_usage WHERE key_hash = p_key;
+        SELECT held INTO v_held FROM key_held WHERE key_hash = p_key;
+        v_held := coalesce(v_held, 0) - coalesce((SELECT sum(amount) FROM reservations
+          WHERE account_id = p_account AND key_hash = p_key AND expires_at <= p_now), 0);
+        RETURN p_limit - coalesce(v_spent, 0) - v_held;
+      END
+      $$;
+    `,
+  },
 ]
 
 /** pg_advisory_xact_lock key taken by the migration transaction (an arbitrary constant of Junction's). */

@@ -157,6 +157,104 @@ describe('postgres: two stores on one database', () => {
   })
 })
 
+describe('postgres: held totals', () => {
+  it("keeps each key's held total equal to its holds' sum through every way a hold comes and goes, over two stores", async () => {
+    const [a, b] = [await open(), await open()]
+    const client = new pg.Client((await database()).url)
+    await client.connect()
+    onTestFinished(() => client.end())
+    const id = uid('acct')
+    await a.accounts.create(accountFixture(id), usd(5))
+    const hash = uid('hash')
+    await a.accounts.addKey({ id: uid('key'), accountId: id, hash, prefix: 'sk-x', createdAt: 1 })
+    /** The key's kept total, and its holds (all, and open at `now`) summed from the rows. */
+    const sums = async (now: number) => {
+      const { rows } = await client.query<{ kept: string | null; all: string; open: string }>(
+        `SELECT (SELECT held FROM key_held WHERE key_hash = $1) AS kept,
+           (SELECT coalesce(sum(amount), 0) FROM reservations WHERE key_hash = $1) AS all,
+           (SELECT coalesce(sum(amount), 0) FROM reservations WHERE key_hash = $1 AND expires_at > $2) AS open`,
+        [hash, now],
+      )
+      return { kept: BigInt(rows[0]!.kept ?? 0), all: BigInt(rows[0]!.all), open: BigInt(rows[0]!.open) }
+    }
+    const next = seeded(11)
+    const holds: { accountId: string; id: string }[] = []
+    const steps = new Map<string, number>()
+    let now = 1_000
+    let most = 0n
+    for (let step = 0; step < 150; step++) {
+      const store = next(2) === 0 ? a : b
+      const kinds = [
+        'key',
+        'key',
+        'unlimited',
+        'plain',
+        'again',
+        'release',
+        'settle',
+        'renew',
+        'time',
+        'sweep',
+      ]
+      const kind = kinds[next(kinds.length)]!
+      steps.set(kind, (steps.get(kind) ?? 0) + 1)
+      const pick = holds.length > 0 ? holds[next(holds.length)]! : undefined
+      const upper = BigInt(1 + next(40)) * usd('0.001')
+      const ttl = 50 + next(400)
+      if (kind === 'key' || kind === 'unlimited') {
+        const hold = { hash, limit: kind === 'key' ? usd('0.08') : null, limitReset: null }
+        const r = await store.ledger.reserveForKey(id, `k${step}`, upper, now, ttl, hold)
+        if (r.reservation) holds.push(r.reservation)
+      } else if (kind === 'plain') {
+        const r = await store.ledger.reserve(id, `p${step}`, upper, now, ttl)
+        if (r) holds.push(r)
+      } else if (kind === 'again' && pick) {
+        // The same id held again, with the key or without it.
+        const hold = { hash, limit: usd('0.08'), limitReset: null }
+        if (next(2) === 0) await store.ledger.reserveForKey(id, pick.id, upper, now, ttl, hold)
+        else await store.ledger.reserve(id, pick.id, upper, now, ttl)
+      } else if (kind === 'release' && pick) {
+        await store.ledger.release(pick)
+      } else if (kind === 'settle' && pick) {
+        await store.ledger.settle(pick, generationFixture(uid('gen'), id, { cost: 1n }))
+      } else if (kind === 'renew' && pick) {
+        await store.ledger.renew(pick, now, ttl)
+      } else if (kind === 'time') {
+        now += next(300)
+      } else if (kind === 'sweep') {
+        await store.sweep(now)
+      }
+      const s = await sums(now)
+      expect(s.kept, `${kind} at step ${step}`).toBe(s.all)
+      expect((await b.ledger.keyUsage(id, [hash], now))[0]?.held, `${kind} at step ${step}`).toBe(s.open)
+      most = s.all > most ? s.all : most
+    }
+    expect(most).toBeGreaterThan(usd('0.02'))
+    expect([...steps.values()].every((n) => n > 5)).toBe(true)
+  })
+
+  it("a key's hold that expired, not swept yet, no longer counts against its limit", async () => {
+    const store = await open()
+    const id = uid('acct')
+    await store.accounts.create(accountFixture(id), usd(5))
+    const hash = uid('hash')
+    await store.accounts.addKey({ id: uid('key'), accountId: id, hash, prefix: 'sk-x', createdAt: 1 })
+    const hold = { hash, limit: usd('0.01'), limitReset: null }
+    const first = await store.ledger.reserveForKey(id, 'first', usd('0.006'), 0, 100, hold)
+    expect(first.reservation?.amount).toBe(usd('0.006'))
+    // Open: what is left of the limit is held.
+    expect(
+      (await store.ledger.reserveForKey(id, 'open', usd('0.006'), 50, 100, hold)).reservation?.amount,
+    ).toBe(usd('0.004'))
+    await store.ledger.release({ accountId: id, id: 'open' })
+    // Expired at 200 (and still in the table): the whole limit is there again.
+    expect(
+      (await store.ledger.reserveForKey(id, 'later', usd('0.02'), 200, 100, hold)).reservation?.amount,
+    ).toBe(usd('0.01'))
+    expect((await store.ledger.keyUsage(id, [hash], 200))[0]?.held).toBe(usd('0.01'))
+  })
+})
+
 describe('postgres rate limits', () => {
   it('decide exactly as memory over a long random sequence (repeated keys, adjusts, window roll-overs)', async () => {
     const pgStore = await open()
