@@ -118,23 +118,17 @@ export function reserveNow(
     if (room < amount) amount = room
   }
   const expiresAt = now + ttlMs
-  const values = [amount.toString(), expiresAt, key?.hash ?? null] as const
-  const added = h.run(
+  // A hold taken again under its id replaces the one before (counted in `available` above).
+  h.run(
     `INSERT INTO reservations (account_id, id, amount, expires_at, key_hash) VALUES (?, ?, ?, ?, ?)
-     ON CONFLICT (account_id, id) DO NOTHING`,
+     ON CONFLICT (account_id, id) DO UPDATE SET amount = excluded.amount, expires_at = excluded.expires_at,
+       key_hash = excluded.key_hash`,
     accountId,
     id,
-    ...values,
+    amount.toString(),
+    expiresAt,
+    key?.hash ?? null,
   )
-  if (added === 0) {
-    // A hold taken again under its id replaces the one before (counted in `available` above).
-    h.run(
-      'UPDATE reservations SET amount = ?, expires_at = ?, key_hash = ? WHERE account_id = ? AND id = ?',
-      ...values,
-      accountId,
-      id,
-    )
-  }
   return { reservation: { id, accountId, amount, expiresAt }, keyLimited: false }
 }
 
