@@ -206,59 +206,30 @@ export function writeCounters({ run }: SqliteHelpers, keyHash: string, c: KeyCou
 
 // The holds made with a key, open or expired, summed on the key's row of `key_held`, kept by triggers on
 // reservations (migration 10) like the account's `held`: a key with a spending limit then reads one row
-// at each hold, however many of its requests are in flight. A key has a row from its first hold with a
-// limit on (or the first after its total outgrew what the triggers add up exactly); until then its
-// holds are summed.
+// at each hold, however many of its requests are in flight. Like PostgreSQL's (migration 17), the total
+// is the key's whatever account its holds are under (a key moved to another account with holds open
+// counts them until they end). A key has a row from the first time its holds are asked for, or the
+// first after its total outgrew what the triggers add up exactly: they are summed once then (no index
+// leads to a key's holds; the triggers keep the row from then on).
 
 export const sumAmounts = (rows: { amount: string }[]): bigint =>
   rows.reduce((sum, r) => sum + BigInt(r.amount), 0n)
 
-const keyTotal = ({ get }: SqliteHelpers, keyHash: string): bigint | undefined => {
-  const r = get<{ held: string }>('SELECT held FROM key_held WHERE key_hash = ?', keyHash)
-  return r && BigInt(r.held)
-}
-
-/**
- * The key's holds when none of them has expired (a hold drops the account's expired ones first): its
- * kept total, or, the first time, their sum, which is then kept.
- */
-export function keyHeldNow(h: SqliteHelpers, accountId: string, keyHash: string): bigint {
-  const total = keyTotal(h, keyHash)
-  if (total !== undefined) return total
-  const sum = sumAmounts(
-    h.all<{ amount: string }>(
-      'SELECT amount FROM reservations WHERE account_id = ? AND key_hash = ?',
-      accountId,
-      keyHash,
-    ),
-  )
-  h.run('INSERT INTO key_held (key_hash, held) VALUES (?, ?)', keyHash, sum.toString())
-  return sum
-}
-
-/** The key's open holds at `now`: its kept total less the expired ones not swept yet. */
-export function keyHeldOf(h: SqliteHelpers, accountId: string, keyHash: string, now: number): bigint {
-  const total = keyTotal(h, keyHash)
-  if (total === undefined) {
-    return sumAmounts(
-      h.all<{ amount: string }>(
-        'SELECT amount FROM reservations WHERE account_id = ? AND key_hash = ? AND expires_at > ?',
-        accountId,
-        keyHash,
-        now,
-      ),
+/** The key's open holds at `now`: its kept total (summed and kept the first time) less its expired ones. */
+export function keyHeldOf(h: SqliteHelpers, keyHash: string, now: number): bigint {
+  const kept = h.get<{ held: string }>('SELECT held FROM key_held WHERE key_hash = ?', keyHash)
+  let total: bigint
+  if (kept) total = BigInt(kept.held)
+  else {
+    total = sumAmounts(
+      h.all<{ amount: string }>('SELECT amount FROM reservations WHERE key_hash = ?', keyHash),
     )
+    h.run('INSERT INTO key_held (key_hash, held) VALUES (?, ?)', keyHash, total.toString())
   }
-  return (
-    total -
-    sumAmounts(
-      h.all<{ amount: string }>(
-        `SELECT amount FROM reservations INDEXED BY reservations_by_expiry
-         WHERE expires_at <= ? AND account_id = ? AND key_hash = ?`,
-        now,
-        accountId,
-        keyHash,
-      ),
-    )
+  const expired = h.all<{ amount: string }>(
+    'SELECT amount FROM reservations INDEXED BY reservations_by_expiry WHERE expires_at <= ? AND key_hash = ?',
+    now,
+    keyHash,
   )
+  return total - sumAmounts(expired)
 }

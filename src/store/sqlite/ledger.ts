@@ -4,7 +4,7 @@ import type { Credits, KeyHold, LedgerStore, Reservation, ReservationRef, Settle
 import type { GenerationRecord } from '../../domain/records.ts'
 import type { SqliteHelpers } from './commit.ts'
 import { encodeRecord } from './generations.ts'
-import { countersOf, keyHeldNow, keyHeldOf, sumAmounts, writeCounters } from './keys.ts'
+import { countersOf, keyHeldOf, sumAmounts, writeCounters } from './keys.ts'
 
 // Credits, holds and charges. Settle also stores the generation record (generations.ts reads it) and
 // the key's counters (keys.ts), in the same transaction as the charge. Money is TEXT decimal
@@ -113,7 +113,7 @@ export function reserveNow(
   let amount = upperBound < available ? upperBound : available
   // The key's limit, in the same transaction: its spend counters and its own open holds.
   if (key && key.limit !== null) {
-    const room = keyRoom(countersOf(h, key.hash), key, keyHeldNow(h, accountId, key.hash), now)!
+    const room = keyRoom(countersOf(h, key.hash), key, keyHeldOf(h, key.hash, now), now)!
     if (room <= 0n) return { reservation: null, keyLimited: true }
     if (room < amount) amount = room
   }
@@ -159,9 +159,7 @@ export function createSqliteLedgerStore(h: SqliteHelpers): LedgerStore {
       return tx(() => reserveNow(h, accountId, id, upperBound, now, ttlMs, key))
     },
     async keyUsage(accountId, keyHashes, now) {
-      return txRead(() =>
-        keyHashes.map((k) => usageAt(countersOf(h, k), keyHeldOf(h, accountId, k, now), now)),
-      )
+      return txRead(() => keyHashes.map((k) => usageAt(countersOf(h, k), keyHeldOf(h, k, now), now)))
     },
     async renew(ref, now, ttlMs) {
       return tx(

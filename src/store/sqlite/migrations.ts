@@ -255,7 +255,7 @@ export const sqliteMigrations: readonly Migration[] = [
     // of every hold in flight (ledger.ts), and every writer keeps them, an older gateway still running
     // on the same file included. SQLite's integers are 64-bit: a total or amount wider than 18 digits is
     // dropped instead (NULL, or the key's row deleted) and summed again, exactly, at the next hold.
-    // NULL (no row for a key) until then; a key has a row from its first hold with a spending limit.
+    // NULL (no row for a key) until then; a key has a row from the first time its holds are asked for.
     sql: `
       ALTER TABLE accounts ADD COLUMN held TEXT;
       CREATE TABLE key_held (key_hash TEXT PRIMARY KEY, held TEXT NOT NULL) STRICT;
