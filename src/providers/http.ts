@@ -37,6 +37,7 @@ export async function requestUpstream(
 ): Promise<UpstreamResponse> {
   const deadline = startDeadline(call)
   try {
+    const sent = payload === undefined ? undefined : upstreamBody(payload)
     const res = await request(url, {
       method,
       dispatcher: call.dispatcher,
@@ -45,8 +46,10 @@ export async function requestUpstream(
         ...call.upstream.headers,
         ...headers,
         ...(call.traceparent ? { traceparent: call.traceparent } : {}),
+        ...(sent instanceof ReleasedBody ? { 'content-length': String(sent.length) } : {}),
       },
-      body: payload === undefined ? undefined : JSON.stringify(payload),
+      // undici takes iterables (its documentation says so; its types do not list them).
+      body: sent as Buffer | undefined,
       signal: deadline.signal,
       headersTimeout: call.upstream.timeouts.firstByteMs,
       bodyTimeout: call.upstream.timeouts.idleMs,
@@ -66,6 +69,36 @@ export async function requestUpstream(
     deadline.clear()
     throw fromNetworkError(err, call)
   }
+}
+
+/** Bodies of at least this many bytes go to undici as a ReleasedBody. */
+export const RELEASED_BODY_BYTES = 16 * 1024
+
+/**
+ * A request body undici lets go of once it is written. undici keeps a Buffer body until the answer
+ * has ended (a string one too, with the Buffer it makes of it): for a stream, its whole life, so every
+ * open stream held its prompt's JSON twice over (a coding agent's prompt is 50-200 KB). An iterable
+ * body is read once and not kept: this one gives its bytes and forgets them, and the socket holds them
+ * only until they are written. Small bodies stay Buffers: the iterable costs undici a few promises.
+ */
+export class ReleasedBody implements Iterable<Buffer> {
+  #bytes: Buffer | undefined
+  readonly length: number
+  constructor(bytes: Buffer) {
+    this.#bytes = bytes
+    this.length = bytes.length
+  }
+  *[Symbol.iterator](): Iterator<Buffer> {
+    const bytes = this.#bytes
+    this.#bytes = undefined
+    if (bytes !== undefined) yield bytes
+  }
+}
+
+/** The JSON body as undici is given it: a Buffer, or a ReleasedBody from RELEASED_BODY_BYTES on. */
+export function upstreamBody(payload: unknown): Buffer | ReleasedBody {
+  const bytes = Buffer.from(JSON.stringify(payload))
+  return bytes.length < RELEASED_BODY_BYTES ? bytes : new ReleasedBody(bytes)
 }
 
 /**

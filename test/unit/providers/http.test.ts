@@ -1,9 +1,17 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { once } from 'node:events'
 import { Readable } from 'node:stream'
 import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { GatewayError, UpstreamError } from '../../../src/errors.ts'
 import { createLogger } from '../../../src/logger.ts'
-import { postUpstream, readJson, readLimited } from '../../../src/providers/http.ts'
+import {
+  postUpstream,
+  readJson,
+  readLimited,
+  RELEASED_BODY_BYTES,
+  ReleasedBody,
+  upstreamBody,
+} from '../../../src/providers/http.ts'
 import type { UpstreamCall } from '../../../src/providers/types.ts'
 import { sendJson, startFakeUpstream, type FakeHandler } from '../../support/fake-upstream.ts'
 
@@ -157,6 +165,46 @@ describe('postUpstream', () => {
     const err = await reading
     expect(err).toBe(reason)
     expect(err).not.toBeInstanceOf(GatewayError)
+  })
+
+  it('sends a large body whole, with its length in bytes and not chunked, and undici keeps none of it', async () => {
+    const recorded: { headers: Record<string, unknown>; body: unknown }[] = []
+    const url = await fakeAt((req, res) => {
+      recorded.push({ headers: req.headers, body: req.body })
+      sendJson(res, 200, { ok: true })
+    })
+    // What undici keeps of each request for as long as its answer lasts.
+    const kept: { body: unknown }[] = []
+    const onCreate = (message: unknown): void =>
+      void kept.push((message as { request: { body: unknown } }).request)
+    subscribe('undici:request:create', onCreate)
+    onTestFinished(() => void unsubscribe('undici:request:create', onCreate))
+    // Two-byte and three-byte characters: the length is counted in bytes.
+    const payload = { messages: [{ role: 'user', content: 'é€ prompt '.repeat(RELEASED_BODY_BYTES / 4) }] }
+    const call = makeCall()
+    const res = await postUpstream(call, url, {}, payload)
+    expect(kept).toHaveLength(1)
+    // Written by the time the answer came: the body that undici still holds has nothing left in it.
+    expect(kept[0]!.body).toBeInstanceOf(ReleasedBody)
+    expect([...(kept[0]!.body as ReleasedBody)]).toEqual([])
+    expect(await readJson(call, res.body)).toEqual({ ok: true })
+    expect(recorded[0]!.body).toEqual(payload)
+    expect(recorded[0]!.headers['content-length']).toBe(String(Buffer.byteLength(JSON.stringify(payload))))
+    expect(recorded[0]!.headers['transfer-encoding']).toBeUndefined()
+  })
+
+  it('sends a small body as a Buffer, and a large one as bytes given once', () => {
+    const small = upstreamBody({ a: 'x'.repeat(100) })
+    expect(Buffer.isBuffer(small)).toBe(true)
+    expect(JSON.parse(small.toString())).toEqual({ a: 'x'.repeat(100) })
+    const payload = { a: 'x'.repeat(RELEASED_BODY_BYTES) }
+    const large = upstreamBody(payload)
+    expect(large).toBeInstanceOf(ReleasedBody)
+    const json = JSON.stringify(payload)
+    expect((large as ReleasedBody).length).toBe(json.length)
+    const first = [...(large as ReleasedBody)]
+    expect(Buffer.concat(first).toString()).toBe(json)
+    expect([...(large as ReleasedBody)]).toEqual([])
   })
 
   it('calls a brotli body that does not decode a 502 naming the failure', async () => {
