@@ -44,6 +44,8 @@ const settings = {
   rate: positiveInt('BENCH_RATE', 1000),
   streams: positiveInt('BENCH_STREAMS', 200),
   openStreams: positiveInt('BENCH_OPEN_STREAMS', 1000),
+  promptStreams: positiveInt('BENCH_PROMPT_STREAMS', 200),
+  promptKb: positiveInt('BENCH_PROMPT_KB', 64),
   warmupS: 2,
   streamWarmup: 20,
   soakS: process.env['BENCH_SOAK'] ? positiveInt('BENCH_SOAK', 600) : 0,
@@ -58,6 +60,20 @@ const streamBody = JSON.stringify({ model: 'openai/gpt-4o-mini', messages, strea
 const holdBody = JSON.stringify({
   model: 'openai/gpt-4o-mini',
   messages: [{ role: 'user', content: HOLD_MARKER }],
+  stream: true,
+})
+
+// The held streams of a client with a long prompt (a coding agent's are 50-200 KB): what a stream costs
+// beyond its connection grows with what is kept of its request.
+const promptHoldBody = JSON.stringify({
+  model: 'openai/gpt-4o-mini',
+  messages: [
+    {
+      role: 'system',
+      content: 'You are a careful assistant. '.repeat(Math.ceil((settings.promptKb * 1024) / 29)),
+    },
+    { role: 'user', content: HOLD_MARKER },
+  ],
   stream: true,
 })
 
@@ -725,12 +741,12 @@ async function rssMb(pid: number): Promise<number> {
 }
 
 /** Resolves once the held stream's first byte has arrived; the stream stays open. */
-async function openHeldStream(agent: Dispatcher, origin: string): Promise<void> {
+async function openHeldStream(agent: Dispatcher, origin: string, body: string): Promise<void> {
   const res = await request(`${origin}${CHAT_PATH}`, {
     dispatcher: agent,
     method: 'POST',
     headers: { ...headers, [HOLD_MARKER]: '1' },
-    body: holdBody,
+    body,
     headersTimeout: 30_000,
   })
   if (res.statusCode !== 200) {
@@ -770,14 +786,13 @@ function probeChild(target: Target, command: string): Promise<Record<string, unk
   })
 }
 
-async function memoryWithOpenStreams(target: Target): Promise<Memory> {
+async function memoryWithOpenStreams(target: Target, count: number, body: string): Promise<Memory> {
   const pid = targetPid(target)
-  const count = settings.openStreams
   const beforeMb = await rssMb(pid)
   const agent = new Agent({ connections: count + 100, keepAliveTimeout: 30_000 })
   try {
     const results = await Promise.allSettled(
-      Array.from({ length: count }, () => openHeldStream(agent, target.origin)),
+      Array.from({ length: count }, () => openHeldStream(agent, target.origin, body)),
     )
     await sleep(1_000)
     const withMb = await rssMb(pid)
@@ -884,6 +899,12 @@ function buildRows(): Row[] {
     { label: `RSS MB, ${openStreams} open streams`, key: 'rssWith', digits: 1, ratio: true },
     { label: `RSS MB, delta`, key: 'rssDelta', digits: 1, ratio: true },
     { label: `open streams established`, key: 'opened', digits: 0, ratio: false },
+    {
+      label: `RSS MB, delta, ${settings.promptStreams} streams of a ${settings.promptKb} KB prompt`,
+      key: 'promptDelta',
+      digits: 1,
+      ratio: true,
+    },
     { label: `failed requests (all measures)`, key: 'failures', digits: 0, ratio: false },
   ]
 }
@@ -1038,9 +1059,16 @@ async function measureAll(targets: Target[], wrkScript: string): Promise<Record<
   // Memory first: after the load tests the heaps have grown, and the streams would fit in the slack.
   for (const t of targets.filter((x) => x.name !== 'upstream' && x.peers === undefined)) {
     console.log(`· ${t.name}: memory with ${settings.openStreams} open streams`)
-    const m = await memoryWithOpenStreams(t)
+    const m = await memoryWithOpenStreams(t, settings.openStreams, holdBody)
     Object.assign(results[t.name], { rssBefore: m.beforeMb, rssWith: m.withMb, rssDelta: m.deltaMb })
     results[t.name].opened = m.opened
+    // After the 1000 (on the heap they left), for every target alike: not a target, the cost of a prompt kept.
+    console.log(
+      `· ${t.name}: memory with ${settings.promptStreams} open streams of a ${settings.promptKb} KB prompt`,
+    )
+    const p = await memoryWithOpenStreams(t, settings.promptStreams, promptHoldBody)
+    if (p.opened !== settings.promptStreams) throw new Error(`${t.name}: ${p.opened} prompt streams opened`)
+    results[t.name].promptDelta = p.deltaMb
   }
   const gateway = targets.find((t) => t.name === 'gateway')
   if (gateway) {
