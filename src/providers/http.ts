@@ -71,34 +71,36 @@ export async function requestUpstream(
   }
 }
 
-/** Bodies of at least this many bytes go to undici as a ReleasedBody. */
+/** Bodies of at least this many characters go to undici as a ReleasedBody. */
 export const RELEASED_BODY_BYTES = 16 * 1024
 
 /**
  * A request body undici lets go of once it is written. undici keeps a Buffer body until the answer
  * has ended (a string one too, with the Buffer it makes of it): for a stream, its whole life, so every
  * open stream held its prompt's JSON twice over (a coding agent's prompt is 50-200 KB). An iterable
- * body is read once and not kept: this one gives its bytes and forgets them, and the socket holds them
- * only until they are written. Small bodies stay Buffers: the iterable costs undici a few promises.
+ * body is read once and not kept: this one gives its text and forgets it, and the socket writes the
+ * text as it is (no copy of it outside the JS heap, where a dead Buffer's bytes wait for a collection).
+ * Small bodies stay Buffers: the iterable costs undici a few promises.
  */
-export class ReleasedBody implements Iterable<Buffer> {
-  #bytes: Buffer | undefined
+export class ReleasedBody implements Iterable<string> {
+  #text: string | undefined
+  /** In bytes: the content-length. */
   readonly length: number
-  constructor(bytes: Buffer) {
-    this.#bytes = bytes
-    this.length = bytes.length
+  constructor(text: string) {
+    this.#text = text
+    this.length = Buffer.byteLength(text)
   }
-  *[Symbol.iterator](): Iterator<Buffer> {
-    const bytes = this.#bytes
-    this.#bytes = undefined
-    if (bytes !== undefined) yield bytes
+  *[Symbol.iterator](): Iterator<string> {
+    const text = this.#text
+    this.#text = undefined
+    if (text !== undefined) yield text
   }
 }
 
 /** The JSON body as undici is given it: a Buffer, or a ReleasedBody from RELEASED_BODY_BYTES on. */
 export function upstreamBody(payload: unknown): Buffer | ReleasedBody {
-  const bytes = Buffer.from(JSON.stringify(payload))
-  return bytes.length < RELEASED_BODY_BYTES ? bytes : new ReleasedBody(bytes)
+  const text = JSON.stringify(payload)
+  return text.length < RELEASED_BODY_BYTES ? Buffer.from(text) : new ReleasedBody(text)
 }
 
 /**
