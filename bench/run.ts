@@ -20,7 +20,10 @@ import { freePort } from './free-port.ts'
 // bare Fastify + undici pass-through (the floor) and against the fake upstream itself, each in its own
 // process. It records figures and asserts nothing. Knobs: BENCH_DURATION (s, default 10),
 // BENCH_CONNECTIONS (50), BENCH_RATE (req/s, 1000), BENCH_STREAMS (sequential streams for time to
-// first byte, 200), BENCH_OPEN_STREAMS (1000), BENCH_LOG_LEVEL (the gateways' log level, info as shipped).
+// first byte, 200), BENCH_OPEN_STREAMS (1000), BENCH_PROMPT_STREAMS and BENCH_PROMPT_KB (200 streams of a 64
+// KB prompt, after those), BENCH_ROUNDS (3: the load measures, saturation, fixed rate and time to first byte,
+// run in rounds, each target in another order each round, and each figure is its rounds' median),
+// BENCH_LOG_LEVEL (the gateways' log level, info as shipped).
 // With two cores and taskset, as the issues' own figures were taken: each measured process (a gateway,
 // the bare proxy) is pinned to core 0, and the load generators (wrk, this process) and the fake upstream
 // to core 1; the local PostgreSQL is left to the scheduler. `gw postgres ×2` is two gateway processes
@@ -46,6 +49,7 @@ const settings = {
   openStreams: positiveInt('BENCH_OPEN_STREAMS', 1000),
   promptStreams: positiveInt('BENCH_PROMPT_STREAMS', 200),
   promptKb: positiveInt('BENCH_PROMPT_KB', 64),
+  rounds: positiveInt('BENCH_ROUNDS', 3),
   warmupS: 2,
   streamWarmup: 20,
   soakS: process.env['BENCH_SOAK'] ? positiveInt('BENCH_SOAK', 600) : 0,
@@ -1047,6 +1051,39 @@ function addFailures(figures: Figures, n: number): void {
   figures.failures = (figures.failures ?? 0) + n
 }
 
+/** Each figure's median over the rounds that have it. */
+function medianOfRounds(rounds: Figures[]): Figures {
+  const out: Figures = {}
+  for (const key of new Set(rounds.flatMap((r) => Object.keys(r)))) {
+    const values = rounds.map((r) => r[key]).filter((v): v is number => v !== undefined && !Number.isNaN(v))
+    if (values.length > 0) out[key] = median(values)
+  }
+  return out
+}
+
+function median(values: number[]): number {
+  const sorted = sortedCopy(values)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+/** What the medians hide: each round's requests/s at saturation and its ratio to the bare proxy's. */
+function printRounds(targets: Target[], rounds: Record<TargetName, Figures[]>): void {
+  if (settings.rounds < 2) return
+  const floor = rounds.floor
+  console.log('\nrequests/s at saturation in each round (÷ the bare proxy in the same round):')
+  for (const t of targets) {
+    const cells = rounds[t.name].map((f, i) => {
+      const base = floor[i]?.satRps
+      const rps = f.satRps ?? Number.NaN
+      return t.name === 'floor' || base === undefined
+        ? rps.toFixed(0)
+        : `${rps.toFixed(0)} (${(rps / base).toFixed(2)}×)`
+    })
+    console.log(`  ${t.name.padEnd(20)} ${cells.join('  ')}`)
+  }
+}
+
 async function measureAll(targets: Target[], wrkScript: string): Promise<Record<TargetName, Figures>> {
   const results: Record<TargetName, Figures> = {
     gateway: {},
@@ -1080,48 +1117,66 @@ async function measureAll(targets: Target[], wrkScript: string): Promise<Record<
       uploadGrowth: u.growthMb,
     })
   }
-  for (const t of targets) {
-    console.log(`· ${t.name}: warm-up, then blocking chat at saturation`)
-    await saturate(t, settings.warmupS, wrkScript)
-    const s = await measureDatabaseCost(t, settings.durationS, () =>
-      saturateWithCpu(t, settings.durationS, wrkScript),
-    )
-    Object.assign(results[t.name], {
-      satRps: s.rps,
-      satP50: s.p50Ms,
-      satP99: s.p99Ms,
-      satCpu: s.cpuUsPerRequest,
-    })
-    if (s.database)
-      Object.assign(results[t.name], {
-        dbStatements: s.database.statementsPerRequest,
-        dbCpu: s.database.cpuUsPerRequest,
-        dbLockWaits: s.database.lockWaiting,
+  // The load measures in rounds, the targets in another order each round: the machine's speed drifts by
+  // tens of per cent over minutes (it is shared), so every target meets each phase of it, and a figure is
+  // the median of its rounds (failures are added up).
+  const rounds = Object.fromEntries(targets.map((t) => [t.name, [] as Figures[]])) as Record<
+    TargetName,
+    Figures[]
+  >
+  for (let round = 0; round < settings.rounds; round++) {
+    const order = targets.map((_, i) => targets[(i + round) % targets.length]!)
+    const figures = Object.fromEntries(targets.map((t) => [t.name, {} as Figures])) as Record<
+      TargetName,
+      Figures
+    >
+    const tag = `round ${round + 1}/${settings.rounds}`
+    for (const t of order) {
+      console.log(`· ${tag}, ${t.name}: warm-up, then blocking chat at saturation`)
+      await saturate(t, settings.warmupS, wrkScript)
+      const s = await measureDatabaseCost(t, settings.durationS, () =>
+        saturateWithCpu(t, settings.durationS, wrkScript),
+      )
+      Object.assign(figures[t.name], {
+        satRps: s.rps,
+        satP50: s.p50Ms,
+        satP99: s.p99Ms,
+        satCpu: s.cpuUsPerRequest,
       })
-    addFailures(results[t.name], s.failures)
+      if (s.database)
+        Object.assign(figures[t.name], {
+          dbStatements: s.database.statementsPerRequest,
+          dbCpu: s.database.cpuUsPerRequest,
+          dbLockWaits: s.database.lockWaiting,
+        })
+      addFailures(results[t.name], s.failures)
+    }
+    for (const t of order) {
+      console.log(`· ${tag}, ${t.name}: blocking chat at ${settings.rate} req/s`)
+      await probeChild(t, 'loop-reset')
+      const r = await constantRate(t, settings.rate, settings.durationS)
+      const loop = (await probeChild(t, 'loop-read')) as LoopDelay | undefined
+      Object.assign(figures[t.name], {
+        rateP50: r.p50Ms,
+        rateP99: r.p99Ms,
+        rateDone: r.completedRps,
+        loopP99: loop?.p99Ms,
+        loopMax: loop?.maxMs,
+        gcCount: loop?.gc.count,
+        gcMax: loop?.gc.maxMs,
+        gcTotal: loop ? loop.gc.totalMs / settings.durationS : undefined,
+      })
+      addFailures(results[t.name], r.failures)
+    }
+    for (const t of order) {
+      console.log(`· ${tag}, ${t.name}: time to first byte of ${settings.streams} streams`)
+      const s = await streamTtfb(t)
+      Object.assign(figures[t.name], { ttfbMedian: s.medianMs, ttfbP99: s.p99Ms, ttlbMedian: s.lastMedianMs })
+    }
+    for (const t of targets) rounds[t.name].push(figures[t.name])
   }
-  for (const t of targets) {
-    console.log(`· ${t.name}: blocking chat at ${settings.rate} req/s`)
-    await probeChild(t, 'loop-reset')
-    const r = await constantRate(t, settings.rate, settings.durationS)
-    const loop = (await probeChild(t, 'loop-read')) as LoopDelay | undefined
-    Object.assign(results[t.name], {
-      rateP50: r.p50Ms,
-      rateP99: r.p99Ms,
-      rateDone: r.completedRps,
-      loopP99: loop?.p99Ms,
-      loopMax: loop?.maxMs,
-      gcCount: loop?.gc.count,
-      gcMax: loop?.gc.maxMs,
-      gcTotal: loop ? loop.gc.totalMs / settings.durationS : undefined,
-    })
-    addFailures(results[t.name], r.failures)
-  }
-  for (const t of targets) {
-    console.log(`· ${t.name}: time to first byte of ${settings.streams} streams`)
-    const s = await streamTtfb(t)
-    Object.assign(results[t.name], { ttfbMedian: s.medianMs, ttfbP99: s.p99Ms, ttlbMedian: s.lastMedianMs })
-  }
+  for (const t of targets) Object.assign(results[t.name], medianOfRounds(rounds[t.name]))
+  printRounds(targets, rounds)
   return results
 }
 
