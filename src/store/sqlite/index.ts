@@ -7,7 +7,7 @@ import { openSqliteDatabase } from './database.ts'
 import { createSqliteFileStore } from './files.ts'
 import { createSqliteGenerationStore } from './generations.ts'
 import { createSqliteKeys } from './keys.ts'
-import { createSqliteLedgerStore } from './ledger.ts'
+import { createSqliteLedgerStore, type SqliteLedgerStore } from './ledger.ts'
 import { createSqliteRateLimitStore } from './rate-limits.ts'
 import { createSqliteResponseStore } from './responses.ts'
 import { createSqliteTaskStores } from './tasks.ts'
@@ -31,6 +31,7 @@ export { createSqliteStore, type SqliteStoreOptions } from './thread.ts'
 
 /** What the database thread's store is told and tells beyond the Store interface (worker.ts). */
 export interface SqliteEngine extends Store {
+  ledger: SqliteLedgerStore
   /** Counts the clearings of the API-key cache: the event loop's copy of it is stale when it moved. */
   cacheEpoch(): number
   /** Calls made from now on are not begun or committed after `at` (Date.now() time). */

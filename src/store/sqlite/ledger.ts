@@ -3,7 +3,7 @@ import { chargeCounters, keyRoom, noCounters, usageAt } from '../key-usage.ts'
 import type { Credits, KeyHold, LedgerStore, Reservation, ReservationRef, SettleLimit } from '../types.ts'
 import type { GenerationRecord } from '../../domain/records.ts'
 import type { SqliteHelpers } from './commit.ts'
-import { encodeRecord } from './generations.ts'
+import { decodeRecord, encodeRecord, type EncodedRecord } from './generations.ts'
 import { countersOf, keyHeldOf, sumAmounts, writeCounters } from './keys.ts'
 
 // Credits, holds and charges. Settle also stores the generation record (generations.ts reads it) and
@@ -132,7 +132,20 @@ export function reserveNow(
   return { reservation: { id, accountId, amount, expiresAt }, keyLimited: false }
 }
 
-export function createSqliteLedgerStore(h: SqliteHelpers): LedgerStore {
+/** The SQLite ledger: LedgerStore, and the settlement of a record sent encoded (the database thread's). */
+export interface SqliteLedgerStore extends LedgerStore {
+  /**
+   * LedgerStore.settle of an EncodedRecord: answers that same object when it was charged as given (its
+   * text stored as it is), the record as charged when it was not (capped), null for a repeat.
+   */
+  settleEncoded(
+    ref: ReservationRef,
+    input: EncodedRecord,
+    limit?: SettleLimit,
+  ): Promise<EncodedRecord | GenerationRecord | null>
+}
+
+export function createSqliteLedgerStore(h: SqliteHelpers): SqliteLedgerStore {
   const { run, tx, txRead } = h
   return {
     async credits(accountId, now) {
@@ -177,6 +190,12 @@ export function createSqliteLedgerStore(h: SqliteHelpers): LedgerStore {
       if (input.accountId !== ref.accountId) {
         throw new Error(`generation ${input.generationId} settled against another account's reservation`)
       }
+      return tx(() => settleNow(h, ref, input, limit) as GenerationRecord | null)
+    },
+    async settleEncoded(ref, input, limit) {
+      if (input.accountId !== ref.accountId) {
+        throw new Error(`generation ${input.generationId} settled against another account's reservation`)
+      }
       return tx(() => settleNow(h, ref, input, limit))
     },
     async release(ref) {
@@ -185,14 +204,18 @@ export function createSqliteLedgerStore(h: SqliteHelpers): LedgerStore {
   }
 }
 
-/** LedgerStore.settle, inside a transaction. */
+/**
+ * LedgerStore.settle, inside a transaction. An EncodedRecord charged as given is stored as its text and
+ * answered as it came; the record is decoded only when the charge changes it (past its hold).
+ */
 function settleNow(
   h: SqliteHelpers,
   ref: ReservationRef,
-  input: GenerationRecord,
+  input: GenerationRecord | EncodedRecord,
   limit: SettleLimit | undefined,
-): GenerationRecord | null {
+): GenerationRecord | EncodedRecord | null {
   const { get, run } = h
+  const whole = (): GenerationRecord => ('json' in input ? decodeRecord(input.json) : input)
   const b = balanceOf(h, ref.accountId)
   if (!b) throw new Error(`unknown account ${ref.accountId}`)
   const now = limit?.now ?? input.createdAt + input.generationTimeMs
@@ -215,7 +238,7 @@ function settleNow(
     hold && held !== undefined && input.cost <= held
       ? input
       : capCharge(
-          input,
+          whole(),
           chargeCeiling({
             held,
             overdraft: BigInt(b.overdraft),
@@ -226,7 +249,10 @@ function settleNow(
               (reservedOf(h, ref.accountId, now, b) - (hold ? BigInt(hold.amount) : 0n)),
           }),
         )
-  const record = keyHash === undefined || charged.keyHash === keyHash ? charged : { ...charged, keyHash }
+  const record =
+    keyHash === undefined || charged.keyHash === keyHash
+      ? charged
+      : { ...(charged === input ? whole() : (charged as GenerationRecord)), keyHash }
   // The UNIQUE generation id makes the charge happen once: a repeat inserts nothing.
   const inserted = run(
     `INSERT INTO generations (generation_id, account_id, created_at, cost, record, key_hash) VALUES (?, ?, ?, ?, ?, ?)
@@ -235,7 +261,7 @@ function settleNow(
     record.accountId,
     record.createdAt,
     record.cost.toString(),
-    encodeRecord(record),
+    'json' in record ? record.json : encodeRecord(record),
     keyHash ?? null,
   )
   if (inserted === 0) return null

@@ -6,6 +6,7 @@ import type { GenerationRecord } from '../../domain/records.ts'
 import type { CheckpointReport } from './checkpointer.ts'
 import { AUTO_CHECKPOINT_PAGES, startCheckpointer } from './checkpoints.ts'
 import { openSqliteDatabase } from './database.ts'
+import { encodedRecord } from './generations.ts'
 import { KEY_CACHE } from './keys.ts'
 import {
   fromWire,
@@ -442,7 +443,8 @@ function storeOverThread(
     files: forward('files'),
     ledger: forward<Store['ledger']>('ledger', {
       async settle(ref, input, limit) {
-        const charged = await call('ledger', 'settle', [ref, input, limit])
+        // The record goes as its stored text (generations.ts, EncodedRecord).
+        const charged = await call('ledger', 'settleEncoded', [ref, encodedRecord(input), limit])
         return charged === SETTLED_AS_GIVEN ? input : (charged as GenerationRecord | null)
       },
     }),

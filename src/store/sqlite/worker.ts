@@ -59,7 +59,7 @@ function start(engine: SqliteEngine, ns: string, method: string, args: unknown[]
     }
     const result = fn.apply(target, args)
     // A settlement charged as given (the common case) answers so, rather than copying the record back.
-    if (ns === 'ledger' && method === 'settle') {
+    if (ns === 'ledger' && method === 'settleEncoded') {
       return result.then((charged) => (charged === args[1] ? SETTLED_AS_GIVEN : charged))
     }
     // A key lookup says which cache generation it read in, for the event loop's cache.

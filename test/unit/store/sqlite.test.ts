@@ -2,7 +2,8 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
+import { Worker } from 'node:worker_threads'
+import { afterAll, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { usd } from '../../../src/billing/money.ts'
 import { GatewayError } from '../../../src/errors.ts'
 import type { CheckpointReport } from '../../../src/store/sqlite/checkpointer.ts'
@@ -215,6 +216,34 @@ describe('SQLite store', () => {
     ])
     expect(batches).toEqual([42])
     expect(held.slice(0, 40).filter((r) => r !== null)).toHaveLength(20)
+  })
+
+  it("sends a settlement's record to the database thread as its stored text, and answers with the caller's own", async () => {
+    const store = open(freshPath())
+    await store.accounts.create(accountFixture('acct'), usd(10))
+    await store.ledger.reserve('acct', 'g', usd(1), 0, 60_000)
+    // Calls through to the real postMessage; the messages are read afterwards.
+    const post = vi.spyOn(Worker.prototype, 'postMessage')
+    onTestFinished(() => post.mockRestore())
+    const record = generationFixture('gen', 'acct', { cost: usd('0.25') })
+    expect(await store.ledger.settle({ id: 'g', accountId: 'acct' }, record, { held: usd(1), now: 1 })).toBe(
+      record,
+    )
+    const settles = post.mock.calls
+      .flatMap(([message]) => (message as { calls?: [string, string, unknown[]][] }).calls ?? [])
+      .filter(([ns, method]) => ns === 'ledger' && method.startsWith('settle'))
+    expect(settles).toHaveLength(1)
+    // The fields the charge reads, and the record as one string: none of its objects.
+    const crossed = settles[0]![2][1] as Record<string, unknown>
+    expect(Object.keys(crossed).sort()).toEqual([
+      'accountId',
+      'cost',
+      'createdAt',
+      'generationId',
+      'generationTimeMs',
+      'json',
+    ])
+    expect(await store.generations.get('gen')).toEqual(record)
   })
 
   it('sends the next batch while one is in the thread, up to maxBatchesInFlight; the rest waits', async () => {
