@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -336,8 +336,12 @@ async function measure(t: Target, kind: Kind, dir: string, round: number): Promi
   const profile = JSON.parse(await readFile(path, 'utf8')) as CpuProfile
   // BENCH_STAGES_KEEP=DIR keeps the profiles (open them in Chrome's DevTools).
   const keep = process.env['BENCH_STAGES_KEEP']
-  if (keep) await rename(path, join(keep, `${t.name}-${kind}-${round}.cpuprofile`))
-  else await rm(path)
+  if (keep) {
+    // Made if missing; copied, since it may be on another file system than the scratch directory.
+    await mkdir(keep, { recursive: true })
+    await copyFile(path, join(keep, `${t.name}-${kind}-${round}.cpuprofile`))
+  }
+  await rm(path)
   return {
     mainUs: ((after.main - before.main) * 1e6) / amount,
     allUs: ((after.all - before.all) * 1e6) / amount,
