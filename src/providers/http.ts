@@ -79,7 +79,7 @@ export const RELEASED_BODY_BYTES = 16 * 1024
  * has ended (a string one too, with the Buffer it makes of it): for a stream, its whole life, so every
  * open stream held its prompt's JSON twice over (a coding agent's prompt is 50-200 KB). An iterable
  * body is read once and not kept: this one gives its text and forgets it, and the socket writes the
- * text as it is (no copy of it outside the JS heap, where a dead Buffer's bytes wait for a collection).
+ * text itself (no Buffer is made of it, whose bytes would wait outside the heap for a collection).
  * Small bodies stay Buffers: the iterable costs undici a few promises.
  */
 export class ReleasedBody implements Iterable<string> {

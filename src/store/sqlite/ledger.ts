@@ -187,20 +187,22 @@ export function createSqliteLedgerStore(h: SqliteHelpers): SqliteLedgerStore {
       )
     },
     async settle(ref, input, limit) {
-      if (input.accountId !== ref.accountId) {
-        throw new Error(`generation ${input.generationId} settled against another account's reservation`)
-      }
+      sameAccount(ref, input)
       return tx(() => settleNow(h, ref, input, limit) as GenerationRecord | null)
     },
     async settleEncoded(ref, input, limit) {
-      if (input.accountId !== ref.accountId) {
-        throw new Error(`generation ${input.generationId} settled against another account's reservation`)
-      }
+      sameAccount(ref, input)
       return tx(() => settleNow(h, ref, input, limit))
     },
     async release(ref) {
       await tx(() => run('DELETE FROM reservations WHERE account_id = ? AND id = ?', ref.accountId, ref.id))
     },
+  }
+}
+
+function sameAccount(ref: ReservationRef, input: GenerationRecord | EncodedRecord): void {
+  if (input.accountId !== ref.accountId) {
+    throw new Error(`generation ${input.generationId} settled against another account's reservation`)
   }
 }
 
