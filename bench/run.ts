@@ -1051,20 +1051,14 @@ function addFailures(figures: Figures, n: number): void {
   figures.failures = (figures.failures ?? 0) + n
 }
 
-/** Each figure's median over the rounds that have it. */
+/** Each figure's median over the rounds that have it (the lower of the middle two for an even count). */
 function medianOfRounds(rounds: Figures[]): Figures {
   const out: Figures = {}
   for (const key of new Set(rounds.flatMap((r) => Object.keys(r)))) {
     const values = rounds.map((r) => r[key]).filter((v): v is number => v !== undefined && !Number.isNaN(v))
-    if (values.length > 0) out[key] = median(values)
+    if (values.length > 0) out[key] = percentile(sortedCopy(values), 0.5)
   }
   return out
-}
-
-function median(values: number[]): number {
-  const sorted = sortedCopy(values)
-  const mid = sorted.length >> 1
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
 /** What the medians hide: each round's requests/s at saturation and its ratio to the bare proxy's. */

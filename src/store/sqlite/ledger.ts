@@ -171,7 +171,8 @@ export function createSqliteLedgerStore(h: SqliteHelpers): SqliteLedgerStore {
     async reserveForKey(accountId, id, upperBound, now, ttlMs, key) {
       return tx(() => reserveNow(h, accountId, id, upperBound, now, ttlMs, key))
     },
-    async keyUsage(accountId, keyHashes, now) {
+    // A key's holds are counted whatever account they are under (keyHeldOf): the account is not read.
+    async keyUsage(_accountId, keyHashes, now) {
       return txRead(() => keyHashes.map((k) => usageAt(countersOf(h, k), keyHeldOf(h, k, now), now)))
     },
     async renew(ref, now, ttlMs) {
