@@ -100,6 +100,10 @@ function showSignIn(message) {
   setCsrf('')
   for (const fn of leaving) fn()
   leaving = []
+  // A page still loading for the session that ended must not draw over the form when its answer comes.
+  renderCount += 1
+  main.removeAttribute('aria-busy')
+  main.dataset.page = 'sign-in'
   drawChrome()
   document.title = 'Sign in · Junction console'
   mount(
@@ -160,8 +164,10 @@ async function render() {
     if (err instanceof ApiError && err.status === 401) return
     mount(main, h('h1', {}, page.title), h('p', { class: 'error', role: 'alert' }, describeError(err)))
   } finally {
-    main.removeAttribute('aria-busy')
-    main.dataset.page = route.key
+    if (mine === renderCount) {
+      main.removeAttribute('aria-busy')
+      main.dataset.page = route.key
+    }
   }
 }
 

@@ -370,6 +370,54 @@ describe('the console in Chromium', () => {
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('invalid_session')
   })
 
+  it('keeps the sign-in form when a page still loading at sign-out gets its answer', async () => {
+    await signIn(ACME)
+    await page.locator('main[data-page="overview"]:not([aria-busy])').waitFor()
+    // The generations list is answered while the session is still good, and handed to the page only
+    // after the sign-out.
+    let requested!: () => void
+    const inFlight = new Promise<void>((resolve) => (requested = resolve))
+    let release!: () => void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    let delivered!: () => void
+    const handedOver = new Promise<void>((resolve) => (delivered = resolve))
+    await page.route('**/v1/generations?*', async (route) => {
+      const response = await route.fetch()
+      requested()
+      await held
+      await route.fulfill({ response })
+      delivered()
+    })
+    try {
+      await page.evaluate(() => {
+        ;(globalThis as unknown as { location: { hash: string } }).location.hash = '#/generations'
+      })
+      await inFlight
+      await page.click('#sign-out')
+      await expect.poll(() => page.locator('#sign-in-error').textContent()).toBe('You are signed out.')
+      release()
+      await handedOver
+      await page.waitForLoadState('networkidle')
+      // Two frames: the page has had its turn to draw what it received.
+      await page.evaluate(
+        () =>
+          new Promise((resolve) => {
+            const raf = (globalThis as unknown as { requestAnimationFrame(f: () => void): void })
+              .requestAnimationFrame
+            raf(() => raf(() => resolve(null)))
+          }),
+      )
+      expect(await page.locator('main table').count()).toBe(0)
+      expect(await page.locator('#sign-in-error').count()).toBe(1)
+      expect(await page.locator('main').getAttribute('data-page')).toBe('sign-in')
+    } finally {
+      release()
+      await page.unroute('**/v1/generations?*')
+      // Should it fail, the next tests still find the sign-in form.
+      if ((await page.locator('#key').count()) === 0) await page.reload()
+    }
+  })
+
   it('lets a management key create, edit, disable and delete a key', async () => {
     await signIn(MANAGEMENT)
     await page.locator('main[data-page="overview"]:not([aria-busy])').waitFor()
