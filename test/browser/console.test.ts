@@ -73,6 +73,18 @@ async function allRecords(key: string) {
   }
 }
 
+/** Resolves after the page's next two animation frames: what it was drawing is drawn. */
+function twoFrames(): Promise<unknown> {
+  return page.evaluate(
+    () =>
+      new Promise((resolve) => {
+        const raf = (globalThis as unknown as { requestAnimationFrame(f: () => void): void })
+          .requestAnimationFrame
+        raf(() => raf(() => resolve(null)))
+      }),
+  )
+}
+
 /** Photographs the page at desktop and phone width (and keeps the documentation's in docs/images). */
 async function shoot(name: string) {
   for (const [width, viewport] of [
@@ -81,14 +93,7 @@ async function shoot(name: string) {
   ] as const) {
     await page.setViewportSize(viewport)
     // The chart follows its box's new width on the next frames.
-    await page.evaluate(
-      () =>
-        new Promise((resolve) => {
-          const raf = (globalThis as unknown as { requestAnimationFrame(f: () => void): void })
-            .requestAnimationFrame
-          raf(() => raf(() => resolve(null)))
-        }),
-    )
+    await twoFrames()
     const file = `console-${name}-${width}.png`
     const png = await page.screenshot({ path: join(shots, file), fullPage: true })
     if (docsShots && DOC_SHOTS.has(file)) writeFileSync(join(docsShots, file), png)
@@ -398,15 +403,8 @@ describe('the console in Chromium', () => {
       release()
       await handedOver
       await page.waitForLoadState('networkidle')
-      // Two frames: the page has had its turn to draw what it received.
-      await page.evaluate(
-        () =>
-          new Promise((resolve) => {
-            const raf = (globalThis as unknown as { requestAnimationFrame(f: () => void): void })
-              .requestAnimationFrame
-            raf(() => raf(() => resolve(null)))
-          }),
-      )
+      // The page has had its turn to draw what it received.
+      await twoFrames()
       expect(await page.locator('main table').count()).toBe(0)
       expect(await page.locator('#sign-in-error').count()).toBe(1)
       expect(await page.locator('main').getAttribute('data-page')).toBe('sign-in')
