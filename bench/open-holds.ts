@@ -1,12 +1,11 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import pg from 'pg'
 import { createPostgresStore } from '../src/store/postgres/index.ts'
 import { createSqliteStore } from '../src/store/sqlite/index.ts'
 import type { Store } from '../src/store/types.ts'
+import { createThrowawayDatabase, type ThrowawayDatabase } from './throwaway-database.ts'
 
 // What a hold costs a store as an account's open holds grow (requests in flight: held streams,
 // long agent calls). For each count in BENCH_OPEN_HOLDS (default 0,1000,5000, cumulative), that many
@@ -19,19 +18,12 @@ import type { Store } from '../src/store/types.ts'
 const counts = (process.env['BENCH_OPEN_HOLDS'] ?? '0,1000,5000').split(',').map(Number)
 const ops = Number(process.env['BENCH_OPS'] ?? 2000)
 const withKey = process.env['BENCH_KEY'] === '1'
-const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const dir = await mkdtemp(join(tmpdir(), 'junction-open-holds-'))
-let database: string | undefined
+let database: ThrowawayDatabase | undefined
 let store: Store
 if (process.env['BENCH_STORE'] === 'postgres') {
-  database = `junction_bench_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client(adminUrl)
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${database}`)
-  await admin.end()
-  const url = new URL(adminUrl)
-  url.pathname = `/${database}`
-  store = await createPostgresStore(url.toString(), {})
+  database = await createThrowawayDatabase()
+  store = await createPostgresStore(database.url, {})
 } else {
   store = createSqliteStore(join(dir, 'junction.db'))
 }
@@ -70,10 +62,5 @@ try {
 } finally {
   await store.close()
   await rm(dir, { recursive: true, force: true })
-  if (database !== undefined) {
-    const admin = new pg.Client(adminUrl)
-    await admin.connect()
-    await admin.query(`DROP DATABASE ${database} WITH (FORCE)`)
-    await admin.end()
-  }
+  await database?.drop()
 }

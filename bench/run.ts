@@ -1,5 +1,4 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { accessSync, constants as fsConstants } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
@@ -14,6 +13,7 @@ import { promisify } from 'node:util'
 import pg from 'pg'
 import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
 import { freePort } from './free-port.ts'
+import { createThrowawayDatabase, PG_ADMIN_URL } from './throwaway-database.ts'
 
 // `npm run bench`: the gateway (state in memory; again on a SQLite file, `gw sqlite`, and on a throwaway
 // database of the local PostgreSQL, `gw postgres`; BENCH_PG_URL is its admin URL) against a
@@ -173,21 +173,9 @@ const dropDatabase = (): Promise<void> => Promise.all(dropDatabases.map((d) => d
 
 /** A fresh database on the local PostgreSQL for the `gw postgres` column; dropped by cleanUp. */
 async function createBenchDatabase(): Promise<string> {
-  const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-  const name = `junction_bench_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client(adminUrl)
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  dropDatabases.push(async () => {
-    const c = new pg.Client(adminUrl)
-    await c.connect()
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await c.end()
-  })
-  const url = new URL(adminUrl)
-  url.pathname = `/${name}`
-  return url.toString()
+  const database = await createThrowawayDatabase()
+  dropDatabases.push(database.drop)
+  return database.url
 }
 
 /** Polls until `url` answers (with 200 when `wantOk`), failing fast if the child dies. */
@@ -687,7 +675,7 @@ async function measureDatabaseCost<T extends { rps: number }>(
 ): Promise<T & { database?: DatabaseCost }> {
   const database = target.database
   if (database === undefined) return run()
-  const admin = new pg.Client(process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+  const admin = new pg.Client(PG_ADMIN_URL)
   await admin.connect()
   try {
     const statements0 = await statementsSent(target)

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import { readdir, readFile, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -11,6 +10,7 @@ import { createPostgresStore } from '../src/store/postgres/index.ts'
 import { createSqliteStore, openSqliteStore } from '../src/store/sqlite/index.ts'
 import type { Store } from '../src/store/types.ts'
 import pino from 'pino'
+import { createThrowawayDatabase } from './throwaway-database.ts'
 
 // The store calls of one blocking chat request (admission before the body, admission with the hold,
 // settlement), made by BENCH_CONCURRENCY (50) concurrent loops for BENCH_REQUESTS (20 000) requests,
@@ -38,7 +38,6 @@ const limits = process.env['BENCH_LIMITS'] === '1'
 const pre = process.env['BENCH_PRE'] !== '0'
 const rate = Number(process.env['BENCH_RATE'] ?? 0)
 const withKey = process.env['BENCH_KEY'] === '1'
-const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 
 const config = loadConfig({ NODE_ENV: 'development' })
 if (limits) config.limits.defaultRateLimits = { requestsPerMinute: 1e9, tokensPerMinute: 1e12 }
@@ -152,26 +151,6 @@ async function run(store: Store): Promise<RunResult> {
   }
 }
 
-/** A throwaway database on the local PostgreSQL; `drop` removes it. */
-async function throwawayDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `junction_calls_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client(adminUrl)
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const url = new URL(adminUrl)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const c = new pg.Client(adminUrl)
-      await c.connect()
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await c.end()
-    },
-  }
-}
-
 /** The CPU (user + system, µs) the database's server processes for `url` have used so far. */
 async function serverCpuUs(url: string): Promise<Map<number, number>> {
   const c = new pg.Client(url)
@@ -226,7 +205,7 @@ try {
   for (let r = 0; r < rounds; r++) {
     for (const name of which) {
       const path = join(dir, `${name}-${r}.db`)
-      const database = name === 'postgres' ? await throwawayDatabase() : undefined
+      const database = name === 'postgres' ? await createThrowawayDatabase() : undefined
       if (database) drops.push(database.drop)
       const store = database
         ? await createPostgresStore(database.url, { onRoundTrip: () => statements++ })

@@ -1,8 +1,9 @@
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import pg from 'pg'
 import { createPostgresStore } from '../src/store/postgres/index.ts'
 import type { GenerationRecord } from '../src/domain/records.ts'
+import { createThrowawayDatabase } from './throwaway-database.ts'
 
 // Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),
 // sequential and with concurrent callers, then a request's store calls as the gateway makes them (key
@@ -11,17 +12,12 @@ import type { GenerationRecord } from '../src/domain/records.ts'
 // BENCH_PRE=0 leaves out the check before the body, as for a body that came with its headers.
 // `npm run bench:postgres`; BENCH_PG_URL overrides the admin URL, BENCH_OPS the count (2000).
 
-const adminUrl = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const ops = Number(process.env['BENCH_OPS'] ?? 2000)
 // BENCH_PRE=0: requests whose body came with their headers (no check before the body).
 const pre = process.env['BENCH_PRE'] !== '0'
 
-const admin = new pg.Client(adminUrl)
-await admin.connect()
-const name = `junction_bench_${randomBytes(6).toString('hex')}`
-await admin.query(`CREATE DATABASE ${name}`)
-const url = new URL(adminUrl)
-url.pathname = `/${name}`
+const database = await createThrowawayDatabase()
+const url = new URL(database.url)
 const store = await createPostgresStore(url.toString(), { poolSize: 10 })
 
 const record = (accountId: string): GenerationRecord => ({
@@ -225,6 +221,5 @@ try {
   }
 } finally {
   await store.close()
-  await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
-  await admin.end()
+  await database.drop()
 }
