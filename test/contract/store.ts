@@ -1021,6 +1021,31 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         ).toBeNull()
       })
 
+      it('concurrent reserves each hold what they asked for, refused checks or none', async () => {
+        const { store, id } = await withAccount(usd(100))
+        const asks = [1, 2, 3, 4, 5, 6].map((n) => usd(`0.0${n}`))
+        // One batch on the SQL backends: every call fits (held as given), then one whose check refuses.
+        const whole = await Promise.all(
+          asks.map((ask, i) => store.admission.reserve([], MINUTE, id, `w${i}`, ask, 0, TTL)),
+        )
+        expect(whole.map((r) => [r.reservation?.id, r.reservation?.amount])).toEqual(
+          asks.map((ask, i) => [`w${i}`, ask]),
+        )
+        const r = uid('rpm')
+        const some = await Promise.all(
+          asks.map((ask, i) =>
+            store.admission.reserve([{ key: r, amount: 1, limit: 4 }], MINUTE, id, `s${i}`, ask, 0, TTL),
+          ),
+        )
+        expect(some.map((x) => x.allowed)).toEqual([true, true, true, true, false, false])
+        expect(some.map((x) => [x.reservation?.id, x.reservation?.amount])).toEqual(
+          asks.map((ask, i) => (i < 4 ? [`s${i}`, ask] : [undefined, undefined])),
+        )
+        // Nothing is held for the refused ones.
+        const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n)
+        expect((await store.ledger.credits(id, 0)).reserved).toBe(sum(asks) + sum(asks.slice(0, 4)))
+      })
+
       it('concurrent reserves never hold more than the credits, nor pass the limit', async () => {
         const { store, id } = await withAccount(usd(10))
         const r = uid('rpm')

@@ -1484,6 +1484,73 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 19,
+    // junction_admit_many (migration 13) gathered the calls whose rate checks fitted into nine new
+    // arrays (nine subqueries over unnest) and their numbers from generate_series, even when every
+    // call fitted, as it does whenever the batch has no rate checks or none refused: then the arrays
+    // it was given are passed on as they are. Same rows, in the same order; a batch with a refused
+    // check goes the way it went.
+    name: 'admission batches passed on whole',
+    sql: `
+      CREATE OR REPLACE FUNCTION junction_admit_many(
+        p_first integer[], p_count integer[], p_windows bigint[], p_nows bigint[],
+        p_keys text[], p_amounts bigint[], p_limits bigint[],
+        p_accounts text[], p_ids text[], p_uppers numeric[], p_expires bigint[],
+        p_hold_keys text[], p_key_limits numeric[], p_key_resets text[], p_key_starts bigint[]
+      ) RETURNS TABLE (call integer, fits boolean, used bigint, amount text) LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        n integer := coalesce(array_length(p_accounts, 1), 0);
+        v_ok boolean[] := array_fill(true, ARRAY[n]);
+        v_refused boolean := false;
+        v_try integer[];
+        v_held numeric[];
+        c integer;
+      BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        IF coalesce(array_length(p_keys, 1), 0) > 0 THEN
+          FOR c, fits, used IN
+            SELECT m.call, m.fits, m.used
+            FROM junction_consume_many(p_first, p_count, p_windows, p_nows, p_keys, p_amounts, p_limits) m
+          LOOP
+            call := c;
+            amount := NULL;
+            RETURN NEXT;
+            IF NOT fits THEN
+              v_ok[c] := false;
+              v_refused := true;
+            END IF;
+          END LOOP;
+        END IF;
+        IF n = 0 THEN
+          RETURN;
+        END IF;
+        IF NOT v_refused THEN
+          v_held := junction_reserve_many(p_accounts, p_ids, p_uppers, p_expires, p_nows,
+            p_hold_keys, p_key_limits, p_key_resets, p_key_starts);
+          RETURN QUERY SELECT t.i::integer, NULL::boolean, NULL::bigint, t.h::text
+            FROM unnest(v_held) WITH ORDINALITY AS t(h, i);
+          RETURN;
+        END IF;
+        SELECT array_agg(i ORDER BY i) INTO v_try FROM generate_series(1, n) AS i WHERE v_ok[i];
+        IF v_try IS NOT NULL THEN
+          v_held := junction_reserve_many(
+            (SELECT array_agg(p_accounts[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)),
+            (SELECT array_agg(p_ids[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)),
+            (SELECT array_agg(p_uppers[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)),
+            (SELECT array_agg(p_expires[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)),
+            (SELECT array_agg(p_nows[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)),
+            (SELECT array_agg(p_hold_keys[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)),
+            (SELECT array_agg(p_key_limits[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)),
+            (SELECT array_agg(p_key_resets[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)),
+            (SELECT array_agg(p_key_starts[i] ORDER BY o) FROM unnest(v_try) WITH ORDINALITY AS t(i, o)));
+          RETURN QUERY SELECT t.i, NULL::boolean, NULL::bigint, h::text
+            FROM unnest(v_try, v_held) AS t(i, h);
+        END IF;
+      END
+      $$;
+    `,
+  },
 ]
 
 /** pg_advisory_xact_lock key taken by the migration transaction (an arbitrary constant of Junction's). */
