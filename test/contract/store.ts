@@ -633,6 +633,23 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await store.generations.listByAccount(id, { limit: 10 })).data).toHaveLength(2)
       })
 
+      it('a hold that expired is no longer room of its own: its charge is bounded by what others left', async () => {
+        const { store, id } = await withAccount(usd(1))
+        const r1 = (await store.ledger.reserve(id, 'e1', usd('0.5'), 0, 1000))!
+        // Past its expiry (not swept yet) the first hold no longer counts: the second takes all the credits.
+        const r2 = (await store.ledger.reserve(id, 'e2', usd(1), 5000, MINUTE))!
+        expect(r2.amount).toBe(usd(1))
+        const late = generationFixture(uid('gen'), id, { cost: usd('0.4') })
+        const charged = await store.ledger.settle(r1, late, { held: usd('0.5'), now: 5000 })
+        expect(charged?.cost).toBe(0n)
+        expect(charged?.unbilledOverage?.usd).toBe(usd('0.4'))
+        expect(await store.ledger.credits(id, 5000)).toEqual({
+          totalCredits: usd(1),
+          totalUsage: 0n,
+          reserved: usd(1),
+        })
+      })
+
       it('charges at most the hold; the rest is recorded as unbilled overage, tokens pro rata', async () => {
         const { store, id } = await withAccount(usd(1))
         const r = (await store.ledger.reserve(id, 'g1', usd('0.1'), 0, MINUTE))!

@@ -1551,6 +1551,72 @@ export const migrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 20,
+    // junction_settle_within_holds (migration 13) checked that every new charge is within its open hold
+    // in one statement and dropped those holds in the next. One statement now does both: it deletes the
+    // holds that are open and cover their charge, and a count short of the new records raises JU001 as
+    // the check did (junction_settle_many then rolls the batch back and settles it item by item). Two
+    // records of a batch naming one hold now go item by item too, where both were charged within it.
+    name: 'settle check and hold release in one statement',
+    sql: `
+      CREATE OR REPLACE FUNCTION junction_settle_within_holds(p jsonb) RETURNS numeric[] LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        v_ids text[];
+        v_accts text[];
+        v_refs text[];
+        v_costs numeric[];
+        v_helds numeric[];
+        v_nows bigint[];
+        v_new text[];
+        v_out numeric[];
+        v_gone bigint;
+      BEGIN
+        SELECT array_agg(e->>'id' ORDER BY i), array_agg(e->>'a' ORDER BY i), array_agg(e->>'ref' ORDER BY i),
+            array_agg((e->>'cost')::numeric ORDER BY i), array_agg((e->>'held')::numeric ORDER BY i),
+            array_agg((e->>'now')::bigint ORDER BY i)
+          INTO v_ids, v_accts, v_refs, v_costs, v_helds, v_nows
+          FROM jsonb_array_elements(p) WITH ORDINALITY AS x(e, i);
+        IF (SELECT count(DISTINCT d) FROM unnest(v_ids) AS d) < cardinality(v_ids) THEN
+          RAISE EXCEPTION 'a generation id twice in one batch' USING ERRCODE = 'JU001';
+        END IF;
+        WITH ins AS (
+          INSERT INTO generations (generation_id, account_id, api, model, provider, created_at,
+              generation_time_ms, latency_ms, streamed, finish_reason, cancelled, cost_source, usage,
+              upstream_cost, discount_ppm, discount, cost, attempts, key_hash)
+            SELECT e->>'id', e->>'a', e->>'api', e->>'model', e->>'provider', (e->>'createdAt')::bigint,
+              (e->>'generationTimeMs')::bigint, (e->>'latencyMs')::bigint, (e->>'streamed')::boolean,
+              e->>'finishReason', (e->>'cancelled')::boolean, e->>'costSource', e->'usage',
+              (e->>'upstreamCost')::numeric, (e->>'discountPpm')::integer, (e->>'discount')::numeric,
+              (e->>'cost')::numeric, CASE WHEN jsonb_typeof(e->'attempts') = 'array' THEN e->'attempts' END,
+              e->>'key'
+            FROM jsonb_array_elements(p) AS e
+            ON CONFLICT (generation_id) DO NOTHING RETURNING generation_id)
+        SELECT coalesce(array_agg(generation_id), '{}') INTO v_new FROM ins;
+        PERFORM 1 FROM ledger WHERE account_id IN (
+            SELECT s.a FROM unnest(v_ids, v_accts) AS s(id, a) WHERE s.id = ANY (v_new))
+          ORDER BY account_id FOR NO KEY UPDATE;
+        WITH gone AS (
+          DELETE FROM reservations r USING unnest(v_ids, v_accts, v_refs, v_costs, v_helds, v_nows)
+              AS s(id, a, ref, cost, held, now)
+            WHERE s.id = ANY (v_new) AND r.account_id = s.a AND r.id = s.ref AND r.expires_at > s.now
+              AND s.cost <= coalesce(s.held, r.amount)
+            RETURNING 1)
+        SELECT count(*) INTO v_gone FROM gone;
+        IF v_gone < cardinality(v_new) THEN
+          RAISE EXCEPTION 'a charge past its hold' USING ERRCODE = 'JU001';
+        END IF;
+        UPDATE ledger l SET usage = l.usage + c.amount
+          FROM (SELECT s.a, sum(s.cost) AS amount FROM unnest(v_ids, v_accts, v_costs) AS s(id, a, cost)
+                WHERE s.id = ANY (v_new) GROUP BY s.a) c
+          WHERE l.account_id = c.a AND c.amount <> 0;
+        SELECT array_agg(CASE WHEN s.id = ANY (v_new) THEN s.cost END ORDER BY s.i) INTO v_out
+          FROM unnest(v_ids, v_costs) WITH ORDINALITY AS s(id, cost, i);
+        RETURN v_out;
+      END
+      $$;
+    `,
+  },
 ]
 
 /** pg_advisory_xact_lock key taken by the migration transaction (an arbitrary constant of Junction's). */
