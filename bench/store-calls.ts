@@ -151,6 +151,15 @@ async function run(store: Store): Promise<RunResult> {
   }
 }
 
+/**
+ * A /proc `stat` line's user + system CPU in µs: the fields after the command's closing parenthesis
+ * (the command may hold one), utime and stime the 12th and 13th, in clock ticks of 10 ms.
+ */
+function statCpuUs(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10_000
+}
+
 /** The CPU (user + system, µs) the database's server processes for `url` have used so far. */
 async function serverCpuUs(url: string): Promise<Map<number, number>> {
   const c = new pg.Client(url)
@@ -162,9 +171,7 @@ async function serverCpuUs(url: string): Promise<Map<number, number>> {
   const ticks = new Map<number, number>()
   for (const { pid } of rows) {
     try {
-      // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-      const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ')
-      ticks.set(pid, (Number(fields[11]) + Number(fields[12])) * 10_000)
+      ticks.set(pid, statCpuUs(await readFile(`/proc/${pid}/stat`, 'utf8')))
     } catch {
       // Gone, or not on this machine.
     }
@@ -180,8 +187,7 @@ async function threadCpuUs(): Promise<Map<string, number>> {
     try {
       const stat = await readFile(`/proc/self/task/${task}/stat`, 'utf8')
       const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
-      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')
-      byName.set(name, (byName.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * 10_000)
+      byName.set(name, (byName.get(name) ?? 0) + statCpuUs(stat))
     } catch {
       // A thread that ended meanwhile.
     }
