@@ -6,14 +6,16 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Client, request } from 'undici'
 import { freePort } from './free-port.ts'
+import { createThrowawayDatabase, type ThrowawayDatabase } from './throwaway-database.ts'
 
 // Where a streamed request's first byte waits: one request at a time (as `npm run bench` times the
 // first byte), the gateway's moments from bench/first-byte-probe.ts, medians in µs since the request
 // reached the gateway. Each store in turn, against the bench's fake upstream; the fake upstream's own
 // first byte, timed from here, is the floor.
-//   node bench/first-byte.ts    (BENCH_FIRST_BYTE_TARGETS=floor,memory,sqlite; BENCH_STREAMS=300; BENCH_LIMITS=1)
+//   node bench/first-byte.ts    (BENCH_FIRST_BYTE_TARGETS=floor,memory,sqlite,postgres; BENCH_STREAMS=300; BENCH_LIMITS=1)
 // A target `name=store@DIR` runs the gateway of another checkout (a change's parent) in the same run;
-// `floor` is the bare proxy (bench/floor-proxy.ts: Fastify and undici too, so the same moments).
+// `floor` is the bare proxy (bench/floor-proxy.ts: Fastify and undici too, so the same moments);
+// `postgres`, the gateway on a throwaway database of the local server (BENCH_PG_URL, dropped after).
 
 const root = new URL('..', import.meta.url).pathname
 const targets = (process.env['BENCH_FIRST_BYTE_TARGETS'] ?? 'floor,memory,sqlite').split(',').map((spec) => {
@@ -114,6 +116,7 @@ const marks: [string, string][] = [
 
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'junction-first-byte-'))
+  const databases: ThrowawayDatabase[] = []
   try {
     const upstreamPort = await freePort()
     start('bench/fake-upstream.ts', { PORT: String(upstreamPort) }, false)
@@ -131,6 +134,13 @@ async function main(): Promise<void> {
     const add = (label: string, value: string) => (rows[label] ??= []).push(value)
     for (const { name, store, cwd } of targets) {
       const port = await freePort()
+      if (store === 'postgres') databases.push(await createThrowawayDatabase())
+      const databaseUrl =
+        store === 'memory'
+          ? 'memory'
+          : store === 'postgres'
+            ? databases.at(-1)!.url
+            : `sqlite:${join(dir, `${name}.db`)}`
       const cache = join(dir, `compile-cache-${name}`)
       const gateway =
         store === 'floor'
@@ -143,7 +153,7 @@ async function main(): Promise<void> {
           : start(
               'src/start.mjs',
               {
-                GATEWAY_DATABASE_URL: store === 'memory' ? 'memory' : `sqlite:${join(dir, `${name}.db`)}`,
+                GATEWAY_DATABASE_URL: databaseUrl,
                 GATEWAY_FILES_DIR: join(dir, `${name}-files`),
                 GATEWAY_CONFIG: config,
                 NODE_COMPILE_CACHE: cache,
@@ -190,6 +200,8 @@ async function main(): Promise<void> {
       console.log(`${label.padEnd(width)}  ${values.map((v) => v.padStart(18)).join('')}`)
   } finally {
     for (const child of children) child.kill('SIGKILL')
+    await Promise.all(children.map((child) => (child.exitCode === null ? once(child, 'exit') : undefined)))
+    for (const database of databases) await database.drop()
     await rm(dir, { recursive: true, force: true })
   }
 }
