@@ -65,6 +65,11 @@ export interface RequestFacts {
   record?: GenerationRecord | null
   /** The streamed body being sent, if any (its end comes after the generation is settled). */
   body?: NodeJS.ReadableStream
+  /**
+   * An event stream being written (routes/chat-call.ts's sendEventStream): settles once it stopped,
+   * after its generation is settled.
+   */
+  eventStream?: Promise<void>
   /** The client closed the connection before the whole answer was written. */
   aborted?: boolean
   /** The request's line was written (exactly once, whichever way it ended). */
@@ -193,8 +198,9 @@ function trackEachRequest(app: FastifyInstance, deps: Deps, logRequest: RequestL
       // The client went before the answer's end. A stream's generator settles the generation in its
       // `finally` before the body stream closes; a route still running is logged when it sends.
       request.junction.aborted = true
-      const body = request.junction.body
+      const { body, eventStream } = request.junction
       if (body) finished(body, () => logRequest(request, reply))
+      else if (eventStream) void eventStream.then(() => logRequest(request, reply))
     })
     if (deps.lifecycle.draining) {
       // Kept-alive clients learn to go elsewhere; /healthz still answers (the process is alive).

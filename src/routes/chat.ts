@@ -1,11 +1,10 @@
-import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { Deps } from '../deps.ts'
 import { parseChatRequest } from '../schemas/chat.ts'
 import { writeSse } from '../sse.ts'
 import { createChunkSerialiser } from '../inference/chunk-text.ts'
 import { admitBeforeBody } from './admission.ts'
-import { openEventStream, routeChat } from './chat-call.ts'
+import { routeChat, sendEventStream } from './chat-call.ts'
 
 export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps }) => {
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
@@ -13,14 +12,13 @@ export const chatRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { deps
     const chat = routeChat(deps, request, reply, request.routeOptions.url ?? '/v1/chat/completions')
     const started = await chat.start(req)
     if (!started.stream) return started.completion
-    openEventStream(deps, reply)
     const body = writeSse(started.batches, {
       signal: chat.signal,
       requestId: request.id,
       log: request.log,
       serialise: createChunkSerialiser(),
     })
-    return reply.send(Readable.from(body, { objectMode: false }))
+    return sendEventStream(deps, request, reply, body)
   }
   const onRequest = admitBeforeBody(deps, { deferWhenReceived: true })
   app.post('/v1/chat/completions', { onRequest }, handler)

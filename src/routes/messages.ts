@@ -1,4 +1,3 @@
-import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { admitKey, authenticateApiKey } from '../auth/index.ts'
 import type { Deps } from '../deps.ts'
@@ -19,7 +18,7 @@ import { parseCountTokensRequest, parseMessagesRequest } from '../schemas/messag
 import { sseNamedEvent } from '../sse.ts'
 import { prepareErrorReply } from '../http/error-reply.ts'
 import { admitBeforeBody, sendAfterDeferredAdmission } from './admission.ts'
-import { openEventStream, routeChat } from './chat-call.ts'
+import { routeChat, sendEventStream } from './chat-call.ts'
 import { upstreamSignal } from './upstream-signal.ts'
 import type { ChatChunk } from '../domain/chat.ts'
 
@@ -67,7 +66,6 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
       const chat = routeChat(deps, request, reply, API)
       const started = await chat.start(req, { onRouted: onlyToAnthropic(anthropicOnly(parsed)) })
       if (!started.stream) return toAnthropicMessage(started.completion, parsed.stop_sequences)
-      openEventStream(deps, reply)
       const translate = createEventTranslator({
         id: started.generationId,
         model: req.model,
@@ -78,7 +76,7 @@ export const messagesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, { 
         requestId: request.id,
         log: request.log,
       })
-      return reply.send(Readable.from(body, { objectMode: false }))
+      return sendEventStream(deps, request, reply, body)
     },
   )
 

@@ -1,4 +1,3 @@
-import { Readable } from 'node:stream'
 import type { FastifyPluginAsync } from 'fastify'
 import type { Deps } from '../deps.ts'
 import { inputItems, toChatRequest } from '../dialects/responses/request.ts'
@@ -19,7 +18,7 @@ import {
 } from '../inference/responses.ts'
 import { parseResponsesRequest } from '../schemas/responses.ts'
 import { admitBeforeBody } from './admission.ts'
-import { openEventStream, routeChat } from './chat-call.ts'
+import { routeChat, sendEventStream } from './chat-call.ts'
 
 // The OpenAI Responses API, translated at the edge into the one chat pipeline; stored answers
 // (`store`, the default) are continued by previous_response_id and read by GET/DELETE.
@@ -56,14 +55,13 @@ export const responsesRoutes: FastifyPluginAsync<{ deps: Deps }> = async (app, {
       await save?.(response)
       return response
     }
-    openEventStream(deps, reply)
     const sse = writeResponsesSse(started.batches, meta, {
       signal: chat.signal,
       requestId: request.id,
       log: request.log,
       onFinal: save,
     })
-    return reply.send(Readable.from(sse, { objectMode: false }))
+    return sendEventStream(deps, request, reply, sse)
   })
 
   app.get<{ Params: { id: string } }>('/v1/responses/:id', async (request) =>
