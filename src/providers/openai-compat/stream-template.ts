@@ -19,6 +19,11 @@ export interface ChunkTemplate {
   after: string
   /** The event's translated chunk, as translated (nothing of the stream has changed it since). */
   chunk: ChatChunk
+  /**
+   * The chunk holds no object but its one choice and that choice's delta: a copy is then three spread
+   * objects and an array (copyOf), not a walk of every value (cloneJson).
+   */
+  flat: boolean
 }
 
 /** The key that precedes a delta's content, as JSON.stringify writes it. */
@@ -38,6 +43,34 @@ export function cloneJson<T>(value: T): T {
   const copy: Record<string, unknown> = {}
   for (const key in value) copy[key] = cloneJson((value as Record<string, unknown>)[key])
   return copy as T
+}
+
+/** No value of `o` is an object or an array, but for the key `except`. */
+function flatBut(o: object, except: string): boolean {
+  for (const key in o) {
+    if (key === except) continue
+    const v = (o as Record<string, unknown>)[key]
+    if (typeof v === 'object' && v !== null) return false
+  }
+  return true
+}
+
+/** Whether copyOf can copy `chunk`: one choice, and no object but it and its delta. */
+function isFlat(chunk: ChatChunk): boolean {
+  const choice = chunk.choices[0]
+  return (
+    chunk.choices.length === 1 &&
+    choice !== undefined &&
+    flatBut(chunk, 'choices') &&
+    flatBut(choice, 'delta') &&
+    flatBut(choice.delta, '')
+  )
+}
+
+/** A copy of a flat template's chunk with another content (as cloneJson and an assignment give). */
+function copyOf(chunk: ChatChunk, content: string): ChatChunk {
+  const choice = chunk.choices[0]!
+  return { ...chunk, choices: [{ ...choice, delta: { ...choice.delta, content } }] }
 }
 
 /**
@@ -88,8 +121,12 @@ export function createChunkTemplates(): {
         }
         canonical = !UNUSUAL_ESCAPE.test(body)
       }
-      const chunk = cloneJson(t.chunk)
-      chunk.choices[0]!.delta.content = content
+      let chunk: ChatChunk
+      if (t.flat) chunk = copyOf(t.chunk, content)
+      else {
+        chunk = cloneJson(t.chunk)
+        chunk.choices[0]!.delta.content = content
+      }
       if (canonical) (chunk as ChunkText)[CHUNK_TEXT] = { template: t, body, content }
       return chunk
     },
@@ -112,10 +149,12 @@ export function createChunkTemplates(): {
       const literal = JSON.stringify(chunk.choices[0]!.delta.content)
       const at = contentIndex(data, literal)
       if (at < 0) return
+      const kept = cloneJson(chunk)
       current = {
         before: data.slice(0, at + 1),
         after: data.slice(at + literal.length - 1),
-        chunk: cloneJson(chunk),
+        chunk: kept,
+        flat: isFlat(kept),
       }
     },
   }
