@@ -63,7 +63,7 @@ export function routeChat(deps: Deps, request: FastifyRequest, reply: FastifyRep
  * `body`'s texts written to the response as they come, waiting for the socket when it is full. The
  * body is written here rather than handed to Fastify as a stream: a Node Readable over an async
  * iterator, piped to the response, cost each written batch a Readable's push, 'data' and pipe steps
- * and their promises, and every open stream about fifty more closures (a 100-chunk streamed request
+ * and their promises, and every open stream about forty-five more closures (a 100-chunk streamed request
  * took 10-25 % more CPU at saturation). Fastify's lifecycle stays: the end of the answer is
  * its onResponse (the request's log line). When the client goes first, the body is returned (its
  * generation settled as cancelled) and `request.junction.eventStream` settles once it has been,
