@@ -63,8 +63,8 @@ export function routeChat(deps: Deps, request: FastifyRequest, reply: FastifyRep
  * `body`'s texts written to the response as they come, waiting for the socket when it is full. The
  * body is written here rather than handed to Fastify as a stream: a Node Readable over an async
  * iterator, piped to the response, cost each written batch a Readable's push, 'data' and pipe steps
- * and their promises, and every open stream about forty-five more closures (a 100-chunk streamed request
- * took 10-25 % more CPU at saturation). Fastify's lifecycle stays: the end of the answer is
+ * and their promises, and every open stream about forty-five more closures (a 100-chunk streamed
+ * request took 10-25 % more CPU at saturation). Fastify's lifecycle stays: the end of the answer is
  * its onResponse (the request's log line). When the client goes first, the body is returned (its
  * generation settled as cancelled) and `request.junction.eventStream` settles once it has been,
  * which is when that request is logged (app.ts). Resolves when the answer has ended either way.
@@ -80,18 +80,21 @@ export async function sendEventStream(
     .header('content-type', 'text/event-stream; charset=utf-8')
     .header('cache-control', 'no-cache')
     .header('x-accel-buffering', 'no')
-  // A client gone already (while the answer was being started) is not an open stream.
-  let gone = request.junction.aborted === true || res.destroyed
+  if (request.junction.aborted === true || res.destroyed) {
+    // The client left while the answer was being started: the relay settled its generation when it
+    // went (inference/chat.ts), and Fastify's send writes the request's line (app.ts's onSend, 499).
+    reply.send()
+    return
+  }
+  let gone = false
   /** Wakes a write waiting for room in the socket. */
   let wake: (() => void) | undefined
-  if (!gone) {
-    deps.metrics.openStreams.inc()
-    res.once('close', () => {
-      deps.metrics.openStreams.dec()
-      gone = !res.writableEnded
-      wake?.()
-    })
-  }
+  deps.metrics.openStreams.inc()
+  res.once('close', () => {
+    deps.metrics.openStreams.dec()
+    gone = !res.writableEnded
+    wake?.()
+  })
   res.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders)
   const written = writeEvents(body, {
     write: (text) => res.write(text),
