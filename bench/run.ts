@@ -14,6 +14,7 @@ import pg from 'pg'
 import { Agent, Client, Pool, request, type Dispatcher } from 'undici'
 import { freePort } from './free-port.ts'
 import { createThrowawayDatabase, PG_ADMIN_URL } from './throwaway-database.ts'
+import { cpuSeconds } from './proc-stat.ts'
 
 // `npm run bench`: the gateway (state in memory; again on a SQLite file, `gw sqlite`, and on a throwaway
 // database of the local PostgreSQL, `gw postgres`; BENCH_PG_URL is its admin URL) against a
@@ -378,13 +379,6 @@ interface Saturation {
   p50Ms: number
   p99Ms: number
   failures: number
-}
-
-/** User + system CPU seconds a process has used (Linux clock ticks are 1/100 s). */
-async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
 function findOnPath(command: string): string | undefined {

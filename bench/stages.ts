@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { request } from 'undici'
 import { freePort } from './free-port.ts'
+import { cpuSeconds } from './proc-stat.ts'
 
 // `npm run bench:stages`: where a request's CPU goes, stage by stage. Each target (the bare Fastify +
 // undici proxy, the gateway on the memory store, the gateway on SQLite) serves a fixed number of
@@ -270,22 +271,17 @@ interface Cpu {
 }
 
 async function cpu(pid: number): Promise<Cpu> {
-  const read = async (path: string): Promise<number> => {
-    const stat = await readFile(path, 'utf8')
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(f[11]) + Number(f[12])) / 100
-  }
   const kinds = new Map<string, number>()
   for (const tid of await readdir(`/proc/${pid}/task`)) {
     try {
       const comm = (await readFile(`/proc/${pid}/task/${tid}/comm`, 'utf8')).trim()
       const kind = threadKinds.find(([re]) => re.test(comm))?.[1]
-      if (kind) kinds.set(kind, (kinds.get(kind) ?? 0) + (await read(`/proc/${pid}/task/${tid}/stat`)))
+      if (kind) kinds.set(kind, (kinds.get(kind) ?? 0) + (await cpuSeconds(`${pid}/task/${tid}`)))
     } catch {
       // The thread ended meanwhile.
     }
   }
-  return { main: await read(`/proc/${pid}/task/${pid}/stat`), all: await read(`/proc/${pid}/stat`), kinds }
+  return { main: await cpuSeconds(`${pid}/task/${pid}`), all: await cpuSeconds(pid), kinds }
 }
 
 async function load(t: Target, kind: Kind, amount: number): Promise<{ bad: number; rps: number }> {

@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { request } from 'undici'
 import { freePort } from './free-port.ts'
+import { cpuSeconds } from './proc-stat.ts'
 
 // A/B of the state backends in one run: the gateway on memory and on a SQLite file (and on
 // PostgreSQL when BENCH_PG_URL names a database), against one fake upstream, saturated in turn by
@@ -55,12 +56,6 @@ async function start(script: string, env: Record<string, string>): Promise<{ ori
   const origin = `http://127.0.0.1:${port}`
   await waitFor(`${origin}/healthz`)
   return { origin, pid: proc.pid! }
-}
-
-async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(f[11]) + Number(f[12])) / 100
 }
 
 interface Run {

@@ -10,6 +10,7 @@ import { createPostgresStore } from '../src/store/postgres/index.ts'
 import { createSqliteStore, openSqliteStore } from '../src/store/sqlite/index.ts'
 import type { Store } from '../src/store/types.ts'
 import pino from 'pino'
+import { statCpuSeconds } from './proc-stat.ts'
 import { createThrowawayDatabase } from './throwaway-database.ts'
 
 // The store calls of one blocking chat request (admission before the body, admission with the hold,
@@ -151,14 +152,8 @@ async function run(store: Store): Promise<RunResult> {
   }
 }
 
-/**
- * A /proc `stat` line's user + system CPU in µs: the fields after the command's closing parenthesis
- * (the command may hold one), utime and stime the 12th and 13th, in clock ticks of 10 ms.
- */
-function statCpuUs(stat: string): number {
-  const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) * 10_000
-}
+/** A /proc `stat` line's user + system CPU in µs. */
+const statCpuUs = (stat: string): number => statCpuSeconds(stat) * 1_000_000
 
 /** The CPU (user + system, µs) the database's server processes for `url` have used so far. */
 async function serverCpuUs(url: string): Promise<Map<number, number>> {
