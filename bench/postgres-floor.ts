@@ -6,6 +6,7 @@ import { promisify } from 'node:util'
 import pino from 'pino'
 import { createPostgresStore } from '../src/store/postgres/index.ts'
 import { windowStarts } from '../src/store/key-usage.ts'
+import { BENCH_KEY_HASH, createBenchAccount } from './bench-account.ts'
 import { createThrowawayDatabase } from './throwaway-database.ts'
 
 // `npm run bench:postgres-floor`: what the database itself charges a request's hold and settle, without
@@ -30,7 +31,7 @@ try {
   process.exit(1)
 }
 
-const KEY = 'b'.repeat(64)
+const KEY = BENCH_KEY_HASH
 const NOW = Date.now()
 const EXPIRES = NOW + 600_000
 const windows = windowStarts(NOW)
@@ -115,22 +116,7 @@ const database = await createThrowawayDatabase()
 const dir = await mkdtemp(join(tmpdir(), 'junction-pg-floor-'))
 try {
   const store = await createPostgresStore(database.url, { log: pino({ level: 'silent' }) })
-  const account = {
-    id: 'bench',
-    name: 'bench',
-    createdAt: 0,
-    discountPpm: 0,
-    modelDiscountsPpm: {},
-    rateLimits: {},
-  }
-  await store.accounts.create(account, 10n ** 24n)
-  await store.accounts.addKey({
-    id: 'bench-key',
-    accountId: 'bench',
-    hash: KEY,
-    prefix: 'sk-bench',
-    createdAt: 0,
-  })
+  await createBenchAccount(store, true)
   await store.close()
 
   const { stdout: version } = await run('pgbench', ['--version'])

@@ -10,6 +10,7 @@ import { createPostgresStore } from '../src/store/postgres/index.ts'
 import { createSqliteStore, openSqliteStore } from '../src/store/sqlite/index.ts'
 import type { Store } from '../src/store/types.ts'
 import pino from 'pino'
+import { createBenchAccount } from './bench-account.ts'
 import { statCpuSeconds } from './proc-stat.ts'
 import { createThrowawayDatabase } from './throwaway-database.ts'
 
@@ -54,19 +55,7 @@ interface RunResult {
 }
 
 async function run(store: Store): Promise<RunResult> {
-  const account = {
-    id: 'bench',
-    name: 'bench',
-    createdAt: 0,
-    discountPpm: 0,
-    modelDiscountsPpm: {},
-    rateLimits: {},
-  }
-  await store.accounts.create(account, 10n ** 24n)
-  const key = withKey
-    ? { id: 'bench-key', accountId: account.id, hash: 'b'.repeat(64), prefix: 'sk-bench', createdAt: 0 }
-    : undefined
-  if (key) await store.accounts.addKey(key)
+  const { account, key } = await createBenchAccount(store, withKey)
   const deps = { store, config, log, stats: createMeteringStats() }
   let next = 0
   const one = async (i: number): Promise<void> => {
