@@ -31,7 +31,6 @@ try {
   process.exit(1)
 }
 
-const KEY = BENCH_KEY_HASH
 const NOW = Date.now()
 const EXPIRES = NOW + 600_000
 const windows = windowStarts(NOW)
@@ -43,11 +42,11 @@ const settleJson =
   `"finishReason":"stop","cancelled":false,"costSource":"upstream",` +
   `"usage":{"prompt_tokens":8,"completion_tokens":9,"total_tokens":17},"upstreamCost":"26",` +
   `"discountPpm":0,"discount":"0","cost":"26","attempts":null,"ref":"g-' || :id::text || '",` +
-  `"held":"1000000","now":${NOW},"tokens":17,"key":"${KEY}",` +
+  `"held":"1000000","now":${NOW},"tokens":17,"key":"${BENCH_KEY_HASH}",` +
   `"kd":${windows.day},"kw":${windows.week},"km":${windows.month}}]')::jsonb`
 
 const newId = '\\set id random(1, 2000000000)'
-const hold = `SELECT junction_admit_one('bench', 'g-' || :id::text, 1000000, ${EXPIRES}, ${NOW}, '${KEY}', NULL, NULL, NULL);`
+const hold = `SELECT junction_admit_one('bench', 'g-' || :id::text, 1000000, ${EXPIRES}, ${NOW}, '${BENCH_KEY_HASH}', NULL, NULL, NULL);`
 
 interface Script {
   title: string
@@ -76,7 +75,7 @@ const scripts: Script[] = [
           upstream_cost, discount_ppm, discount, cost, attempts, key_hash)
           VALUES ('g-' || :id::text, 'bench', 'chat.completions', 'openai/gpt-4o-mini', 'openai', ${NOW}, 1, 1,
           false, 'stop', false, 'upstream', '{"prompt_tokens":8,"completion_tokens":9,"total_tokens":17}', 26,
-          0, 0, 26, NULL, '${KEY}') ON CONFLICT (generation_id) DO NOTHING RETURNING generation_id;`,
+          0, 0, 26, NULL, '${BENCH_KEY_HASH}') ON CONFLICT (generation_id) DO NOTHING RETURNING generation_id;`,
       ],
       ["the ledger row's lock", "SELECT 1 FROM ledger WHERE account_id = 'bench' FOR NO KEY UPDATE;"],
       [
@@ -88,7 +87,7 @@ const scripts: Script[] = [
       [
         "the key's usage",
         `INSERT INTO key_usage AS u (key_hash, total, day_start, day, week_start, week, month_start, month)
-          VALUES ('${KEY}', 26, ${windows.day}, 26, ${windows.week}, 26, ${windows.month}, 26)
+          VALUES ('${BENCH_KEY_HASH}', 26, ${windows.day}, 26, ${windows.week}, 26, ${windows.month}, 26)
           ON CONFLICT (key_hash) DO UPDATE SET total = u.total + 26, day = u.day + 26, week = u.week + 26,
           month = u.month + 26;`,
       ],

@@ -45,8 +45,8 @@ export function cloneJson<T>(value: T): T {
   return copy as T
 }
 
-/** No value of `o` is an object or an array, but for the key `except`. */
-function flatBut(o: object, except: string): boolean {
+/** No value of `o` is an object or an array, but for the key `except` when one is named. */
+function flatBut(o: object, except?: string): boolean {
   for (const key in o) {
     if (key === except) continue
     const v = (o as Record<string, unknown>)[key]
@@ -63,7 +63,7 @@ function isFlat(chunk: ChatChunk): boolean {
     choice !== undefined &&
     flatBut(chunk, 'choices') &&
     flatBut(choice, 'delta') &&
-    flatBut(choice.delta, '')
+    flatBut(choice.delta)
   )
 }
 
