@@ -75,7 +75,7 @@ function bodyReceived(request: FastifyRequest): boolean {
  * check's context), so each request was copied into the old generation: 4-7 KB of it, scavenges of
  * 15-20 ms, a fifth of the throughput (docs/benchmarks.md, eleventh round).
  */
-class DeferredAdmission implements PreAdmission {
+export class DeferredAdmission implements PreAdmission {
   readonly #check: () => Promise<void>
   #ran: Promise<void> | undefined
   #superseded = false
