@@ -72,8 +72,8 @@ function bodyReceived(request: FastifyRequest): boolean {
 /**
  * A class, not an object literal with a getter: V8 keeps what such a literal's own getter holds alive
  * through every young-generation collection until a full one. Here that was the whole request (the
- * check's context), so each request was copied into the old generation: 4-7 KB of it, scavenges of
- * 15-20 ms, a fifth of the throughput (docs/benchmarks.md, eleventh round).
+ * check's context), so each request was copied into the old generation: 4-12 KB of it, scavenges of
+ * 15-20 ms, a tenth of the blocking requests a second (docs/benchmarks.md, eleventh round).
  */
 export class DeferredAdmission implements PreAdmission {
   readonly #check: () => Promise<void>
