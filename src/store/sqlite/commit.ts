@@ -8,8 +8,9 @@ import { isUnavailable, sqliteCondition, toStoreError } from '../sql-errors.ts'
 // Group commit: the write operations of one turn of the event loop (concurrent requests) run in one
 // transaction, and one failing undoes only itself (the batch then runs again, each write in a savepoint
 // of its own: commitBatch). The transaction's fixed costs (the lock, the WAL write of the pages every
-// request touches: the account's row, its rate windows) are paid once per batch, not once per operation. Each caller's promise settles after
-// the COMMIT: nothing is acknowledged before it is durable.
+// request touches: the account's row, its rate windows) are paid once per batch, not once per
+// operation. Each caller's promise settles after the COMMIT: nothing is acknowledged before it is
+// durable.
 //
 // Each write carries the deadline its caller stops waiting at (setDeadline): one past it is not
 // begun, and a transaction holding one is rolled back rather than committed late, so a caller told
@@ -131,10 +132,10 @@ export function connect(db: DatabaseSync): SqliteConnection {
 /**
  * Runs `batch` in one transaction and answers each caller. Most batches fail nowhere, so their writes
  * run without a savepoint each (a savepoint and its release were four statements of a request's
- * dozen, a quarter of the database thread's work). A write that fails then has left its partial writes
- * in the transaction: the whole batch is rolled back and run again with a savepoint around each write,
- * so that only that write is undone. A write is a function of the database (its arguments came with
- * it), so running it again after a rollback answers as the first run would have.
+ * dozen, a fifth to a quarter of the database thread's work). A write that fails then has left its
+ * partial writes in the transaction: the whole batch is rolled back and run again with a savepoint
+ * around each write, so that only that write is undone. Running the writes again is safe: what they
+ * change is in the database, which the rollback restored, and their answers are the second run's.
  */
 function commitBatch(db: DatabaseSync, sql: (text: string) => StatementSync, batch: QueuedWrite[]): void {
   const due = Math.min(...batch.map((w) => w.deadline))
