@@ -5,6 +5,8 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import pino from 'pino'
 import { createPostgresStore } from '../src/store/postgres/index.ts'
+import { normalizeUsage } from '../src/billing/metering.ts'
+import { settleJson } from '../src/store/postgres/ledger.ts'
 import { windowStarts } from '../src/store/key-usage.ts'
 import { BENCH_KEY_HASH, createBenchAccount } from './bench-account.ts'
 import { createThrowawayDatabase } from './throwaway-database.ts'
@@ -24,8 +26,9 @@ import { createThrowawayDatabase } from './throwaway-database.ts'
 const calls = Number(process.env['BENCH_FLOOR_CALLS'] ?? 2000)
 const run = promisify(execFile)
 
+let version: string
 try {
-  await run('pgbench', ['--version'])
+  version = (await run('pgbench', ['--version'])).stdout.trim()
 } catch {
   console.error('pgbench is not on PATH (it comes with the PostgreSQL server or client packages)')
   process.exit(1)
@@ -35,15 +38,34 @@ const NOW = Date.now()
 const EXPIRES = NOW + 600_000
 const windows = windowStarts(NOW)
 
-/** A settle item as junction_settle_durably reads it (ledger.ts, settleJson), for generation `:id`. */
-const settleJson =
-  `('[{"id":"g-' || :id::text || '","a":"bench","api":"chat.completions","model":"openai/gpt-4o-mini",` +
-  `"provider":"openai","createdAt":${NOW},"generationTimeMs":1,"latencyMs":1,"streamed":false,` +
-  `"finishReason":"stop","cancelled":false,"costSource":"upstream",` +
-  `"usage":{"prompt_tokens":8,"completion_tokens":9,"total_tokens":17},"upstreamCost":"26",` +
-  `"discountPpm":0,"discount":"0","cost":"26","attempts":null,"ref":"g-' || :id::text || '",` +
-  `"held":"1000000","now":${NOW},"tokens":17,"key":"${BENCH_KEY_HASH}",` +
-  `"kd":${windows.day},"kw":${windows.week},"km":${windows.month}}]')::jsonb`
+/** pgbench's generation id for each transaction, where the settle item names it. */
+const ID = 'g-PGBENCH-ID'
+const item = settleJson({
+  ref: { accountId: 'bench', id: ID },
+  record: {
+    generationId: ID,
+    accountId: 'bench',
+    api: 'chat.completions',
+    model: 'openai/gpt-4o-mini',
+    provider: 'openai',
+    createdAt: NOW,
+    generationTimeMs: 1,
+    latencyMs: 1,
+    streamed: false,
+    finishReason: 'stop',
+    cancelled: false,
+    costSource: 'upstream',
+    usage: normalizeUsage({ prompt_tokens: 8, completion_tokens: 9 }),
+    upstreamCost: 26n,
+    discountPpm: 0,
+    discount: 0n,
+    cost: 26n,
+    keyHash: BENCH_KEY_HASH,
+  },
+  limit: { held: 1_000_000n, now: NOW },
+})
+/** A batch of that one settle as the store sends it (ledger.ts's settleJson), for generation `:id`. */
+const settleJsonSql = `replace('${JSON.stringify([item]).replaceAll("'", "''")}', '${ID}', 'g-' || :id::text)::jsonb`
 
 const newId = '\\set id random(1, 2000000000)'
 const hold = `SELECT junction_admit_one('bench', 'g-' || :id::text, 1000000, ${EXPIRES}, ${NOW}, '${BENCH_KEY_HASH}', NULL, NULL, NULL);`
@@ -59,7 +81,7 @@ const scripts: Script[] = [
     title: 'a request as the store sends it',
     lines: [
       ['hold (junction_admit_one, its commit not waiting for the disk)', hold],
-      ['settle (CALL junction_settle_durably)', `CALL junction_settle_durably(${settleJson}, NULL);`],
+      ['settle (CALL junction_settle_durably)', `CALL junction_settle_durably(${settleJsonSql}, NULL);`],
     ],
   },
   {
@@ -98,7 +120,7 @@ const scripts: Script[] = [
     title: 'the settle as one transaction, its commit waiting for the disk',
     lines: [
       ['hold', hold],
-      ['settle', `SELECT junction_key_charge(${settleJson}, junction_settle_many(${settleJson}));`],
+      ['settle', `SELECT junction_key_charge(${settleJsonSql}, junction_settle_many(${settleJsonSql}));`],
     ],
   },
   {
@@ -106,7 +128,7 @@ const scripts: Script[] = [
     lines: [
       ['hold', hold],
       ['SET synchronous_commit = off (a round trip)', 'SET synchronous_commit = off;'],
-      ['settle', `SELECT junction_key_charge(${settleJson}, junction_settle_many(${settleJson}));`],
+      ['settle', `SELECT junction_key_charge(${settleJsonSql}, junction_settle_many(${settleJsonSql}));`],
     ],
   },
 ]
@@ -118,10 +140,7 @@ try {
   await createBenchAccount(store, true)
   await store.close()
 
-  const { stdout: version } = await run('pgbench', ['--version'])
-  console.log(
-    `PostgreSQL floor: ${version.trim()}, ${calls} transactions a script, one client, mean ms a statement`,
-  )
+  console.log(`PostgreSQL floor: ${version}, ${calls} transactions a script, one client, mean ms a statement`)
   for (const [i, script] of scripts.entries()) {
     const file = join(dir, `script-${i}.sql`)
     // One line per statement: pgbench reports a latency per line.

@@ -26,7 +26,7 @@ const toCredits = (r: CreditsRow): Credits => ({
   reserved: toMoney(r.reserved),
 })
 
-interface SettleItem {
+export interface SettleItem {
   ref: ReservationRef
   record: GenerationRecord
   limit: SettleLimit | undefined
@@ -45,8 +45,8 @@ const DEADLOCK = '40P01'
 
 const settleNow = ({ record: r, limit }: SettleItem): number => limit?.now ?? r.createdAt + r.generationTimeMs
 
-/** One settle as junction_settle_many (migration 10) reads it. */
-const settleJson = (s: SettleItem) => {
+/** One settle as junction_settle_many (migration 10) reads it (exported for bench/postgres-floor.ts). */
+export const settleJson = (s: SettleItem) => {
   const r = s.record
   return {
     id: r.generationId,
