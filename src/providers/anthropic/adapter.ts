@@ -1,8 +1,8 @@
 import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
-import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
+import { malformedUpstream, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
 import { addUpstreamEvents, newChunkMeta } from '../shared/stream.ts'
-import { postChecked, translateSse } from '../shared/upstream.ts'
+import { postChecked, postJsonChecked, translateSse } from '../shared/upstream.ts'
 import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
 import { toCountTokensBody, toUpstreamBody } from './request.ts'
 import { fromAnthropicMessage } from './response.ts'
@@ -38,6 +38,18 @@ function post(
   return postChecked(call, url, headers(call, accept, beta), payload, fromAnthropicError)
 }
 
+/** A post whose JSON answer is read whole. */
+function postJson(
+  call: UpstreamCall,
+  req: ChatRequest,
+  payload: unknown,
+  path = '/v1/messages',
+): Promise<unknown> {
+  const url = `${call.upstream.baseUrl}${path}`
+  const beta = nativeAnthropicOf(req)?.beta ?? []
+  return postJsonChecked(call, url, headers(call, 'application/json', beta), payload, fromAnthropicError)
+}
+
 const countSchema = z.looseObject({ input_tokens: z.number().int().min(0) })
 
 export function createAnthropicAdapter(now: () => number = Date.now): ProviderAdapter {
@@ -47,8 +59,7 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
   return {
     async chat(req, call) {
       const body = toUpstreamBody(req, call.upstreamModel, false)
-      const res = await post(call, req, body, 'application/json')
-      const parsed = anthropicMessageSchema.safeParse(await readJson(call, res.body))
+      const parsed = anthropicMessageSchema.safeParse(await postJson(call, req, body))
       if (!parsed.success) throw malformedUpstream(call, 'response is not a message', parsed.error)
       const completion = fromAnthropicMessage(parsed.data, meta(call), {
         excludeReasoning: excludeReasoning(req),
@@ -59,8 +70,7 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
 
     async countTokens(req, call) {
       const body = toCountTokensBody(req, call.upstreamModel)
-      const res = await post(call, req, body, 'application/json', '/v1/messages/count_tokens')
-      const parsed = countSchema.safeParse(await readJson(call, res.body))
+      const parsed = countSchema.safeParse(await postJson(call, req, body, '/v1/messages/count_tokens'))
       if (!parsed.success) throw malformedUpstream(call, 'response is not a token count', parsed.error)
       return parsed.data.input_tokens
     },

@@ -1,8 +1,8 @@
 import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
-import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
+import { malformedUpstream, type UpstreamResponse } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
 import { newChunkMeta } from '../shared/stream.ts'
-import { postChecked, translateSse } from '../shared/upstream.ts'
+import { postChecked, postJsonChecked, translateSse } from '../shared/upstream.ts'
 import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
 import { toGeminiCountTokensRequest, toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
 import { fromGeminiEmbeddings, fromGeminiResponse } from './response.ts'
@@ -36,6 +36,11 @@ function post(
   return postChecked(call, url(call, method), headers(call, accept), payload, fromGeminiError)
 }
 
+/** A post whose JSON answer is read whole. */
+function postJson(call: UpstreamCall, method: string, payload: unknown): Promise<unknown> {
+  return postJsonChecked(call, url(call, method), headers(call, 'application/json'), payload, fromGeminiError)
+}
+
 export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapter {
   const meta = (call: UpstreamCall) => newChunkMeta(call.upstreamModel, now())
   const excludeReasoning = (req: ChatRequest) => resolveReasoning(req)?.exclude === true
@@ -43,8 +48,7 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
   return {
     async chat(req, call) {
       const body = toGeminiRequest(req, call.upstreamModel)
-      const res = await post(call, 'generateContent', body, 'application/json')
-      const parsed = geminiResponseSchema.safeParse(await readJson(call, res.body))
+      const parsed = geminiResponseSchema.safeParse(await postJson(call, 'generateContent', body))
       if (!parsed.success)
         throw malformedUpstream(call, 'response is not a GenerateContentResponse', parsed.error)
       return fromGeminiResponse(parsed.data, meta(call), { excludeReasoning: excludeReasoning(req) })
@@ -52,8 +56,7 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
 
     async countTokens(req, call) {
       const body = toGeminiCountTokensRequest(req, call.upstreamModel)
-      const res = await post(call, 'countTokens', body, 'application/json')
-      const parsed = geminiCountTokensResponseSchema.safeParse(await readJson(call, res.body))
+      const parsed = geminiCountTokensResponseSchema.safeParse(await postJson(call, 'countTokens', body))
       if (!parsed.success) throw malformedUpstream(call, 'response is not a token count', parsed.error)
       return parsed.data.totalTokens
     },
@@ -98,13 +101,8 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
     },
 
     async embed(req, call) {
-      const res = await post(
-        call,
-        'batchEmbedContents',
-        toGeminiEmbedRequest(req, call.upstreamModel),
-        'application/json',
-      )
-      const parsed = geminiEmbedResponseSchema.safeParse(await readJson(call, res.body))
+      const json = await postJson(call, 'batchEmbedContents', toGeminiEmbedRequest(req, call.upstreamModel))
+      const parsed = geminiEmbedResponseSchema.safeParse(json)
       if (!parsed.success)
         throw malformedUpstream(call, 'response is not a batchEmbedContents answer', parsed.error)
       return fromGeminiEmbeddings(parsed.data, req, req.model)

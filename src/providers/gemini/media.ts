@@ -3,8 +3,8 @@ import { encodeAudio } from '../async-media/audio.ts'
 import { downloadOutput } from '../async-media/download.ts'
 import { speechCharacters } from '../async-media/usage.ts'
 import type { MediaAdapter, MediaCall, MediaJob, MediaStep } from '../async-media/types.ts'
-import { malformedUpstream, readJson } from '../http.ts'
-import { requestChecked } from '../shared/upstream.ts'
+import { malformedUpstream } from '../http.ts'
+import { requestJsonChecked } from '../shared/upstream.ts'
 import { fromGeminiError } from './errors.ts'
 import {
   fromGeminiSpeechResponse,
@@ -32,7 +32,7 @@ function keyHeader(call: MediaCall): Record<string, string> {
 const OPERATION_NAME = /^[A-Za-z0-9._-]+(?:\/[A-Za-z0-9._-]+)*$/
 
 async function speech(job: MediaJob & { family: 'speech' }, call: MediaCall): Promise<MediaStep> {
-  const res = await requestChecked(
+  const json = await requestJsonChecked(
     call,
     'POST',
     `${call.upstream.baseUrl}/v1beta/models/${encodeURIComponent(job.upstreamModel)}:generateContent`,
@@ -40,7 +40,7 @@ async function speech(job: MediaJob & { family: 'speech' }, call: MediaCall): Pr
     toGeminiSpeechRequest(job.input),
     fromGeminiError,
   )
-  const parsed = geminiSpeechResponseSchema.safeParse(await readJson(call, res.body))
+  const parsed = geminiSpeechResponseSchema.safeParse(json)
   if (!parsed.success)
     throw malformedUpstream(call, 'response is not a GenerateContentResponse', parsed.error)
   const outcome = fromGeminiSpeechResponse(parsed.data, speechCharacters(job.input))
@@ -80,7 +80,7 @@ async function fetchImages(input: VideoAInput, call: MediaCall): Promise<Fetched
 
 async function startVideo(job: MediaJob & { family: 'video-a' }, call: MediaCall): Promise<MediaStep> {
   const body = toVeoRequest(job.input, await fetchImages(job.input, call))
-  const res = await requestChecked(
+  const json = await requestJsonChecked(
     call,
     'POST',
     `${call.upstream.baseUrl}/v1beta/models/${encodeURIComponent(job.upstreamModel)}:predictLongRunning`,
@@ -88,7 +88,7 @@ async function startVideo(job: MediaJob & { family: 'video-a' }, call: MediaCall
     body,
     fromGeminiError,
   )
-  const parsed = veoOperationSchema.safeParse(await readJson(call, res.body))
+  const parsed = veoOperationSchema.safeParse(json)
   if (!parsed.success || !OPERATION_NAME.test(parsed.data.name) || parsed.data.name.includes('..')) {
     throw malformedUpstream(call, 'response is not an operation', parsed.error)
   }
@@ -109,7 +109,7 @@ async function pollVideo(
       : ''
   if (!OPERATION_NAME.test(name) || name.includes('..'))
     throw malformedUpstream(call, 'stored operation name is not valid')
-  const res = await requestChecked(
+  const json = await requestJsonChecked(
     call,
     'GET',
     `${call.upstream.baseUrl}/v1beta/${name}`,
@@ -117,7 +117,7 @@ async function pollVideo(
     undefined,
     fromGeminiError,
   )
-  const parsed = veoOperationSchema.safeParse(await readJson(call, res.body))
+  const parsed = veoOperationSchema.safeParse(json)
   if (!parsed.success) throw malformedUpstream(call, 'response is not an operation', parsed.error)
   const progress = readVeoOperation(parsed.data)
   if (progress.state === 'pending') return { state: 'pending', job: state }

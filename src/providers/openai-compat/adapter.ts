@@ -1,7 +1,7 @@
 import type { ProviderAdapter, UpstreamCall } from '../types.ts'
-import { malformedUpstream, readJson, type UpstreamResponse } from '../http.ts'
+import { malformedUpstream, type UpstreamResponse } from '../http.ts'
 import { upstreamFault } from '../shared/errors.ts'
-import { postChecked, translateSse } from '../shared/upstream.ts'
+import { postChecked, postJsonChecked, translateSse } from '../shared/upstream.ts'
 import { fromOpenAIError } from './errors.ts'
 import { createChunkTemplates } from './stream-template.ts'
 import { toOpenAIChatRequest, toOpenAIEmbeddingsRequest } from './request.ts'
@@ -23,6 +23,13 @@ function post(call: UpstreamCall, path: string, payload: unknown, accept: string
   return postChecked(call, url, { ...authHeaders(call), accept }, payload, fromOpenAIError)
 }
 
+/** A post whose JSON answer is read whole. */
+function postJson(call: UpstreamCall, path: string, payload: unknown): Promise<unknown> {
+  const url = `${call.upstream.baseUrl}${path}`
+  const headers = { ...authHeaders(call), accept: 'application/json' }
+  return postJsonChecked(call, url, headers, payload, fromOpenAIError)
+}
+
 export interface OpenAICompatOptions {
   /** False: every stream event is parsed and translated (the slow path the templates must equal). */
   streamTemplates?: boolean
@@ -40,8 +47,7 @@ export function createOpenAICompatAdapter(
         call.upstream.outputLimitField,
       )
       delete body.stream_options
-      const res = await post(call, '/chat/completions', body, 'application/json')
-      const json = await readJson(call, res.body)
+      const json = await postJson(call, '/chat/completions', body)
       const fast = fastOpenAICompletion(json)
       if (fast) return fromOpenAICompletion(fast, now())
       const parsed = openAICompletionSchema.safeParse(json)
@@ -94,13 +100,8 @@ export function createOpenAICompatAdapter(
     },
 
     async embed(req, call) {
-      const res = await post(
-        call,
-        '/embeddings',
-        toOpenAIEmbeddingsRequest(req, call.upstreamModel),
-        'application/json',
-      )
-      const parsed = openAIEmbeddingsSchema.safeParse(await readJson(call, res.body))
+      const json = await postJson(call, '/embeddings', toOpenAIEmbeddingsRequest(req, call.upstreamModel))
+      const parsed = openAIEmbeddingsSchema.safeParse(json)
       if (!parsed.success) throw malformedUpstream(call, 'response is not an embeddings list', parsed.error)
       return fromOpenAIEmbeddings(parsed.data, req.model)
     },

@@ -1,8 +1,8 @@
 import { downloadOutput } from '../async-media/download.ts'
 import type { MediaAdapter, MediaCall, MediaOutput } from '../async-media/types.ts'
-import { malformedUpstream, readJson } from '../http.ts'
+import { malformedUpstream } from '../http.ts'
 import { invalidRequest } from '../../errors.ts'
-import { postChecked } from '../shared/upstream.ts'
+import { postJsonChecked } from '../shared/upstream.ts'
 import { fromOpenAIError } from './errors.ts'
 import {
   openAIImagesResponseSchema,
@@ -39,14 +39,14 @@ export function createOpenAIImagesAdapter(): MediaAdapter {
         )
       }
       const body = toOpenAIImageRequest(job.input, job.upstreamModel)
-      const res = await postChecked(
+      const json = await postJsonChecked(
         call,
         `${call.upstream.baseUrl}/images/generations`,
         { ...authHeaders(call), accept: 'application/json' },
         body,
         fromOpenAIError,
       )
-      const parsed = openAIImagesResponseSchema.safeParse(await readJson(call, res.body))
+      const parsed = openAIImagesResponseSchema.safeParse(json)
       if (!parsed.success) throw malformedUpstream(call, 'response is not an images list', parsed.error)
       const contentType = toImageContentType(parsed.data.output_format, body.output_format)
       const limit = call.media.maxOutputBytes

@@ -1,7 +1,7 @@
 import { downloadOutput } from '../async-media/download.ts'
 import type { MediaAdapter, MediaCall, MediaJob, MediaStep } from '../async-media/types.ts'
-import { malformedUpstream, readJson } from '../http.ts'
-import { requestChecked } from '../shared/upstream.ts'
+import { malformedUpstream } from '../http.ts'
+import { requestJsonChecked } from '../shared/upstream.ts'
 import { fromReplicateError } from './errors.ts'
 import { toReplicatePredictionsPath, toReplicateRequest } from './request.ts'
 import {
@@ -25,11 +25,8 @@ function authHeaders(call: MediaCall): Record<string, string> {
   return call.upstream.apiKey ? { authorization: `Bearer ${call.upstream.apiKey}` } : {}
 }
 
-async function readPrediction(
-  call: MediaCall,
-  body: Parameters<typeof readJson>[1],
-): Promise<ReplicatePrediction> {
-  const parsed = replicatePredictionSchema.safeParse(await readJson(call, body))
+function readPrediction(call: MediaCall, json: unknown): ReplicatePrediction {
+  const parsed = replicatePredictionSchema.safeParse(json)
   if (!parsed.success) throw malformedUpstream(call, 'response is not a prediction', parsed.error)
   return parsed.data
 }
@@ -64,7 +61,7 @@ export function createReplicateAdapter(): MediaAdapter {
     async submit(job, call) {
       const body = toReplicateRequest(job)
       const url = `${call.upstream.baseUrl.replace(/\/+$/, '')}${toReplicatePredictionsPath(job.upstreamModel)}`
-      const res = await requestChecked(
+      const json = await requestJsonChecked(
         call,
         'POST',
         url,
@@ -72,13 +69,13 @@ export function createReplicateAdapter(): MediaAdapter {
         body,
         fromReplicateError,
       )
-      const prediction = await readPrediction(call, res.body)
+      const prediction = readPrediction(call, json)
       return settle(job, prediction, toReplicateState(prediction, call.upstream.baseUrl), call)
     },
 
     async poll(job, state, call) {
       const s = storedState(call, state)
-      const res = await requestChecked(
+      const json = await requestJsonChecked(
         call,
         'GET',
         s.getUrl,
@@ -86,12 +83,13 @@ export function createReplicateAdapter(): MediaAdapter {
         undefined,
         fromReplicateError,
       )
-      return settle(job, await readPrediction(call, res.body), s, call)
+      return settle(job, readPrediction(call, json), s, call)
     },
 
     async cancel(_job, state, call) {
       const s = storedState(call, state)
-      const res = await requestChecked(
+      // The answer is the prediction (now `canceled`, or already finished): read and let go.
+      await requestJsonChecked(
         call,
         'POST',
         s.cancelUrl,
@@ -99,8 +97,6 @@ export function createReplicateAdapter(): MediaAdapter {
         undefined,
         fromReplicateError,
       )
-      // The answer is the prediction (now `canceled`, or already finished): read and let go.
-      await readJson(call, res.body)
     },
   }
 }

@@ -1,6 +1,7 @@
 import type { GatewayError } from '../../errors.ts'
 import { readSse, SseEventTooLargeError } from '../../sse.ts'
 import {
+  exchangeJson,
   fromNetworkError,
   headerValue,
   malformedUpstream,
@@ -57,8 +58,46 @@ export async function requestChecked(
   } catch {
     // The status alone decides the mapping.
   }
-  call.log.warn({ provider: call.upstream.name, status: res.status }, 'upstream returned an error')
-  throw mapError(call.upstream.name, res.status, text, headerValue(res.headers, 'retry-after'), [
+  throw mappedError(call, res.status, text, res.headers, mapError)
+}
+
+/**
+ * `postChecked` for an answer read whole: the JSON of a 2xx answer (`exchangeJson`); any other status
+ * is logged and thrown as `mapError` makes it, from the first 64 KiB of its body.
+ */
+export async function postJsonChecked(
+  call: UpstreamCall,
+  url: string,
+  headers: Record<string, string>,
+  payload: unknown,
+  mapError: UpstreamErrorMapper,
+): Promise<unknown> {
+  return requestJsonChecked(call, 'POST', url, headers, payload, mapError)
+}
+
+/** `postJsonChecked` for any method. */
+export async function requestJsonChecked(
+  call: UpstreamCall,
+  method: 'GET' | 'POST' | 'DELETE',
+  url: string,
+  headers: Record<string, string>,
+  payload: unknown,
+  mapError: UpstreamErrorMapper,
+): Promise<unknown> {
+  const answer = await exchangeJson(call, method, url, headers, payload)
+  if (answer.ok) return answer.json
+  throw mappedError(call, answer.status, answer.text, answer.headers, mapError)
+}
+
+function mappedError(
+  call: UpstreamCall,
+  status: number,
+  text: string,
+  headers: UpstreamResponse['headers'],
+  mapError: UpstreamErrorMapper,
+): GatewayError {
+  call.log.warn({ provider: call.upstream.name, status }, 'upstream returned an error')
+  return mapError(call.upstream.name, status, text, headerValue(headers, 'retry-after'), [
     call.upstream.apiKey,
   ])
 }

@@ -1,12 +1,16 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { once } from 'node:events'
+import type { ServerResponse } from 'node:http'
 import { Readable } from 'node:stream'
+import { brotliCompressSync, gzipSync } from 'node:zlib'
+import { Pool } from 'undici'
 import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { GatewayError, UpstreamError } from '../../../src/errors.ts'
 import { createLogger } from '../../../src/logger.ts'
 import {
+  ERROR_TEXT_BYTES,
+  exchangeJson,
   postUpstream,
-  readJson,
   readLimited,
   RELEASED_BODY_BYTES,
   ReleasedBody,
@@ -20,14 +24,17 @@ import { sendJson, startFakeUpstream, type FakeHandler } from '../../support/fak
 /** A delay no other timer uses, to pick the call's total-time timer out of every setTimeout. */
 const TOTAL_MS = 987_654
 
-function makeCall(options: { maxResponseBytes?: number; signal?: AbortSignal } = {}): UpstreamCall {
+function makeCall(
+  options: { maxResponseBytes?: number; signal?: AbortSignal; totalMs?: number; dispatcher?: Pool } = {},
+): UpstreamCall {
   return {
+    ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
     upstream: {
       name: 'up',
       kind: 'openai-compat',
       baseUrl: 'http://127.0.0.1',
       headers: {},
-      timeouts: { connectMs: 5_000, firstByteMs: 5_000, idleMs: 5_000, totalMs: TOTAL_MS },
+      timeouts: { connectMs: 5_000, firstByteMs: 5_000, idleMs: 5_000, totalMs: options.totalMs ?? TOTAL_MS },
       outputLimitField: 'max_tokens',
       retry: { attemptsPerDeployment: 1, backoffMs: 0, maxBackoffMs: 0 },
       maxResponseBytes: options.maxResponseBytes ?? 1024,
@@ -45,9 +52,6 @@ async function fakeAt(handler: FakeHandler): Promise<string> {
   return `${fake.origin}/x`
 }
 
-const bytes = (...parts: (string | Buffer)[]): Readable =>
-  Readable.from(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)))
-
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {
     await promise
@@ -61,25 +65,44 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-describe('readJson', () => {
+/** A fake upstream whose answer to `POST /x` is written by `write`; resolves `closed` when its response closes. */
+async function answering(
+  write: (res: ServerResponse) => void,
+): Promise<{ url: string; closed: Promise<void> }> {
+  let closed!: () => void
+  const done = new Promise<void>((resolve) => (closed = resolve))
+  const url = await fakeAt((_req, res) => {
+    res.once('close', closed)
+    write(res)
+  })
+  return { url, closed: done }
+}
+
+describe('exchangeJson', () => {
   it('parses a body of exactly maxResponseBytes, multi-byte characters split across chunks included', async () => {
     const json = Buffer.from('{"a":"é€"}')
     const padded = Buffer.concat([json, Buffer.from(' '.repeat(16 - json.length))])
-    const body = bytes(padded.subarray(0, 7), padded.subarray(7))
-    expect(await readJson(makeCall({ maxResponseBytes: 16 }), body)).toEqual({ a: 'é€' })
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write(padded.subarray(0, 7))
+      setTimeout(() => res.end(padded.subarray(7)), 5)
+    })
+    const answer = await exchangeJson(makeCall({ maxResponseBytes: 16 }), 'POST', url, {}, {})
+    expect(answer).toMatchObject({ ok: true, status: 200, json: { a: 'é€' } })
   })
 
-  it('refuses a byte more than maxResponseBytes with a 502 and stops reading', async () => {
-    let pulled = 0
-    const endless = Readable.from(
-      (function* () {
-        for (;;) {
-          pulled++
-          yield Buffer.from('[1,2,3,4,5,6,7,')
-        }
-      })(),
-    )
-    const err = await rejection(readJson(makeCall({ maxResponseBytes: 20 }), endless))
+  it('refuses a byte more than maxResponseBytes with a 502 and drops the connection', async () => {
+    let written = 0
+    const { url, closed } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      const more = (): void => {
+        if (res.destroyed || written > 1000) return
+        written++
+        res.write('[1,2,3,4,5,6,7,', () => setTimeout(more, 1))
+      }
+      more()
+    })
+    const err = await rejection(exchangeJson(makeCall({ maxResponseBytes: 20 }), 'POST', url, {}, {}))
     expect(err).toBeInstanceOf(UpstreamError)
     expect(err).toMatchObject({
       status: 502,
@@ -87,13 +110,205 @@ describe('readJson', () => {
       message: 'upstream up: response larger than 20 bytes',
       provider: 'up',
     })
-    expect(endless.destroyed).toBe(true)
-    expect(pulled).toBeLessThan(100)
+    await closed
+    expect(written).toBeLessThan(100)
   })
 
   it('calls a body that is not JSON a 502', async () => {
-    const err = await rejection(readJson(makeCall(), bytes('{nope')))
+    const { url } = await answering((res) => res.end('{nope'))
+    const err = await rejection(exchangeJson(makeCall(), 'POST', url, {}, {}))
     expect(err).toMatchObject({ status: 502, message: 'upstream up: response body is not valid JSON' })
+  })
+
+  it('answers an error status with its text, its headers and no JSON parse', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(429, { 'content-type': 'text/plain', 'retry-after': '7' })
+      res.end('slow down {not json')
+    })
+    const answer = await exchangeJson(makeCall(), 'POST', url, {}, {})
+    expect(answer).toMatchObject({ ok: false, status: 429, text: 'slow down {not json' })
+    expect(answer.headers['retry-after']).toBe('7')
+  })
+
+  it('reads the first 64 KiB of an endless error answer and drops its connection', async () => {
+    const { url, closed } = await answering((res) => {
+      res.writeHead(500, { 'content-type': 'text/plain' })
+      const more = (): void => {
+        if (!res.destroyed) res.write('e'.repeat(16 * 1024), () => setTimeout(more, 1))
+      }
+      more()
+    })
+    const answer = await exchangeJson(makeCall(), 'POST', url, {}, {})
+    expect(answer).toMatchObject({ ok: false, status: 500 })
+    expect(answer.ok ? '' : answer.text).toBe('e'.repeat(ERROR_TEXT_BYTES))
+    await closed
+  })
+
+  it('skips an informational answer and reads the one after it', async () => {
+    const { url } = await answering((res) => {
+      res.writeProcessing()
+      sendJson(res, 200, { after: 'processing' })
+    })
+    let firstBytes = 0
+    const call = { ...makeCall(), onFirstByte: () => void firstBytes++ }
+    const answer = await exchangeJson(call, 'POST', url, {}, {})
+    expect(answer).toMatchObject({ ok: true, status: 200, json: { after: 'processing' } })
+    // The first byte is the real answer's.
+    expect(firstBytes).toBe(1)
+  })
+
+  it('decodes gzip and brotli answers, error answers included', async () => {
+    const gz = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' })
+      res.end(gzipSync('{"coded":"gzip"}'))
+    })
+    expect(await exchangeJson(makeCall(), 'POST', gz.url, {}, {})).toMatchObject({ json: { coded: 'gzip' } })
+    const br = await answering((res) => {
+      res.writeHead(400, { 'content-type': 'application/json', 'content-encoding': 'br' })
+      res.end(brotliCompressSync('{"error":"bad"}'))
+    })
+    expect(await exchangeJson(makeCall(), 'POST', br.url, {}, {})).toMatchObject({
+      ok: false,
+      status: 400,
+      text: '{"error":"bad"}',
+    })
+  })
+
+  it('maps an error answer whose body does not decode by its status alone', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(503, { 'content-type': 'application/json', 'content-encoding': 'gzip' })
+      res.end('not gzip at all')
+    })
+    expect(await exchangeJson(makeCall(), 'POST', url, {}, {})).toMatchObject({
+      ok: false,
+      status: 503,
+      text: '',
+    })
+  })
+
+  it('counts the decoded bytes against maxResponseBytes', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' })
+      res.end(gzipSync(JSON.stringify({ a: 'x'.repeat(5_000) })))
+    })
+    const err = await rejection(exchangeJson(makeCall({ maxResponseBytes: 1024 }), 'POST', url, {}, {}))
+    expect(err).toMatchObject({ status: 502, message: 'upstream up: response larger than 1024 bytes' })
+  })
+
+  it('calls a brotli body that does not decode a 502 naming the failure', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'br' })
+      res.end('this was never compressed')
+    })
+    const err = await rejection(exchangeJson(makeCall(), 'POST', url, {}, {}))
+    expect(err).toMatchObject({ status: 502, code: 'upstream_error' })
+    expect((err as Error).message).toMatch(
+      /^upstream up: response body could not be decompressed \(ERR__ERROR_/,
+    )
+  })
+
+  it('refuses a 2xx answer in an encoding it does not decode, naming it', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'zstd' })
+      res.end('whatever')
+    })
+    const err = await rejection(exchangeJson(makeCall(), 'POST', url, {}, {}))
+    expect(err).toMatchObject({ status: 502, message: 'upstream up: unsupported content-encoding zstd' })
+  })
+
+  it('clears its total-time timer and its listener on the client once answered, and once failed', async () => {
+    const ok = await answering((res) => sendJson(res, 200, { ok: true }))
+    const failing = await fakeAt((_req, res) => void res.socket?.destroy())
+    for (const [url, fails] of [
+      [ok.url, false],
+      [failing, true],
+    ] as const) {
+      const setSpy = vi.spyOn(globalThis, 'setTimeout')
+      const clearSpy = vi.spyOn(globalThis, 'clearTimeout')
+      const client = new AbortController()
+      const removed = vi.spyOn(client.signal, 'removeEventListener')
+      const call = exchangeJson(makeCall({ signal: client.signal }), 'POST', url, {}, {})
+      if (fails) expect(await rejection(call)).toMatchObject({ status: 502, code: 'upstream_error' })
+      else expect(await call).toMatchObject({ ok: true, json: { ok: true } })
+      const i = setSpy.mock.calls.findIndex((args) => args[1] === TOTAL_MS)
+      expect(clearSpy).toHaveBeenCalledWith(setSpy.mock.results[i]!.value)
+      expect(removed).toHaveBeenCalledWith('abort', expect.any(Function))
+      vi.restoreAllMocks()
+    }
+  })
+
+  it("re-throws the client's abort unchanged, before the call and mid-body, and drops the connection", async () => {
+    const { url, closed } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write('{"partial":')
+    })
+    const gone = new AbortController()
+    const early = new Error('client left before the call')
+    gone.abort(early)
+    expect(await rejection(exchangeJson(makeCall({ signal: gone.signal }), 'POST', url, {}, {}))).toBe(early)
+
+    const client = new AbortController()
+    let firstByte!: () => void
+    const started = new Promise<void>((resolve) => (firstByte = resolve))
+    const call = { ...makeCall({ signal: client.signal }), onFirstByte: firstByte }
+    const reading = rejection(exchangeJson(call, 'POST', url, {}, {}))
+    await started
+    const reason = new Error('client closed the connection')
+    client.abort(reason)
+    const err = await reading
+    expect(err).toBe(reason)
+    expect(err).not.toBeInstanceOf(GatewayError)
+    await closed
+  })
+
+  it('times out after totalMs while waiting for a connection, and never sends the request', async () => {
+    const fake = await startFakeUpstream({
+      'POST /hang': () => {},
+      'POST /x': (_req, res) => sendJson(res, 200, { sent: true }),
+    })
+    onTestFinished(() => fake.close())
+    const pool = new Pool(fake.origin, { connections: 1 })
+    onTestFinished(() => pool.destroy())
+    const busy = rejection(
+      exchangeJson(makeCall({ dispatcher: pool, totalMs: 400 }), 'POST', `${fake.origin}/hang`, {}, {}),
+    )
+    const queued = exchangeJson(
+      makeCall({ dispatcher: pool, totalMs: 50 }),
+      'POST',
+      `${fake.origin}/x`,
+      {},
+      {},
+    )
+    expect(await rejection(queued)).toMatchObject({
+      status: 504,
+      code: 'upstream_timeout',
+      message: 'upstream up timed out (total)',
+    })
+    expect(await busy).toMatchObject({ code: 'upstream_timeout' })
+    // The connection is free again: the queued request was dropped when it came to it, not sent.
+    expect(
+      await exchangeJson(makeCall({ dispatcher: pool }), 'POST', `${fake.origin}/x`, {}, {}),
+    ).toMatchObject({
+      json: { sent: true },
+    })
+    expect(fake.requests.map((r) => r.path)).toEqual(['/hang', '/x'])
+  })
+
+  it('sends a large body whole, with its length in bytes and not chunked', async () => {
+    const recorded: { headers: Record<string, unknown>; body: unknown }[] = []
+    const url = await fakeAt((req, res) => {
+      recorded.push({ headers: req.headers, body: req.body })
+      sendJson(res, 200, { ok: true })
+    })
+    const payload = { messages: [{ role: 'user', content: 'é€ prompt '.repeat(RELEASED_BODY_BYTES / 4) }] }
+    expect(await exchangeJson(makeCall(), 'POST', url, { 'x-extra': '1' }, payload)).toMatchObject({
+      json: { ok: true },
+    })
+    expect(recorded[0]!.body).toEqual(payload)
+    expect(recorded[0]!.headers['content-length']).toBe(String(Buffer.byteLength(JSON.stringify(payload))))
+    expect(recorded[0]!.headers['transfer-encoding']).toBeUndefined()
+    expect(recorded[0]!.headers['content-type']).toBe('application/json')
+    expect(recorded[0]!.headers['x-extra']).toBe('1')
   })
 })
 
@@ -121,9 +336,8 @@ describe('postUpstream', () => {
     const url = await fakeAt((_req, res) => sendJson(res, 200, { ok: true }))
     const setSpy = vi.spyOn(globalThis, 'setTimeout')
     const clearSpy = vi.spyOn(globalThis, 'clearTimeout')
-    const call = makeCall()
-    const res = await postUpstream(call, url, {}, {})
-    expect(await readJson(call, res.body)).toEqual({ ok: true })
+    const res = await postUpstream(makeCall(), url, {}, {})
+    expect(JSON.parse(await readLimited(res.body))).toEqual({ ok: true })
     if (!res.body.closed) await once(res.body, 'close')
     expect(clearSpy).toHaveBeenCalledWith(totalTimer(setSpy))
   })
@@ -159,7 +373,7 @@ describe('postUpstream', () => {
     const client = new AbortController()
     const call = makeCall({ signal: client.signal })
     const res = await postUpstream(call, url, {}, {})
-    const reading = rejection(readJson(call, res.body))
+    const reading = rejection(readLimited(res.body))
     const reason = new Error('client closed the connection')
     client.abort(reason)
     const err = await reading
@@ -187,7 +401,7 @@ describe('postUpstream', () => {
     // Written by the time the answer came: the body that undici still holds has nothing left in it.
     expect(kept[0]!.body).toBeInstanceOf(ReleasedBody)
     expect([...(kept[0]!.body as ReleasedBody)]).toEqual([])
-    expect(await readJson(call, res.body)).toEqual({ ok: true })
+    expect(JSON.parse(await readLimited(res.body))).toEqual({ ok: true })
     expect(recorded[0]!.body).toEqual(payload)
     expect(recorded[0]!.headers['content-length']).toBe(String(Buffer.byteLength(JSON.stringify(payload))))
     expect(recorded[0]!.headers['transfer-encoding']).toBeUndefined()
@@ -204,19 +418,5 @@ describe('postUpstream', () => {
     expect((large as ReleasedBody).length).toBe(Buffer.byteLength(json))
     expect([...(large as ReleasedBody)]).toEqual([json])
     expect([...(large as ReleasedBody)]).toEqual([])
-  })
-
-  it('calls a brotli body that does not decode a 502 naming the failure', async () => {
-    const url = await fakeAt((_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'br' })
-      res.end('this was never compressed')
-    })
-    const call = makeCall()
-    const res = await postUpstream(call, url, {}, {})
-    const err = await rejection(readJson(call, res.body))
-    expect(err).toMatchObject({ status: 502, code: 'upstream_error' })
-    expect((err as Error).message).toMatch(
-      /^upstream up: response body could not be decompressed \(ERR__ERROR_/,
-    )
   })
 })
