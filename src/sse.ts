@@ -26,7 +26,9 @@ export class SseEventTooLargeError extends Error {
  * writes quickly sends several events per TCP read, and one await per piece instead of per event is
  * what keeps a stream's relay cheap). Pieces that complete no event yield nothing. An event over
  * MAX_SSE_EVENT_BYTES ends the iteration with a SseEventTooLargeError, after the events before it.
- * Unknown fields and a bad `retry` are ignored, as the SSE spec says.
+ * Unknown fields and a bad `retry` are ignored, as the SSE spec says. An upstream's stream is parsed
+ * the same way by providers/exchange.ts as its pieces arrive; this reads any byte stream (a recorded
+ * one, a client's view of the gateway's own).
  */
 export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseEvent[]> {
   let pending: SseEvent[] = []

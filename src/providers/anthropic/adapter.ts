@@ -1,8 +1,8 @@
 import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
-import { malformedUpstream, type UpstreamResponse } from '../http.ts'
+import { malformedUpstream } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
 import { addUpstreamEvents, newChunkMeta } from '../shared/stream.ts'
-import { postChecked, postJsonChecked, translateSse } from '../shared/upstream.ts'
+import { postJsonChecked, postSseChecked, translateSse, type SseEvents } from '../shared/upstream.ts'
 import { fromAnthropicError, fromAnthropicStreamError } from './errors.ts'
 import { toCountTokensBody, toUpstreamBody } from './request.ts'
 import { fromAnthropicMessage } from './response.ts'
@@ -26,16 +26,11 @@ function headers(call: UpstreamCall, accept: string, beta: string[]): Record<str
   return h
 }
 
-function post(
-  call: UpstreamCall,
-  req: ChatRequest,
-  payload: unknown,
-  accept: string,
-  path = '/v1/messages',
-): Promise<UpstreamResponse> {
-  const url = `${call.upstream.baseUrl}${path}`
+/** A post whose answer is a stream of events. */
+function postSse(call: UpstreamCall, req: ChatRequest, payload: unknown): Promise<SseEvents> {
+  const url = `${call.upstream.baseUrl}/v1/messages`
   const beta = nativeAnthropicOf(req)?.beta ?? []
-  return postChecked(call, url, headers(call, accept, beta), payload, fromAnthropicError)
+  return postSseChecked(call, url, headers(call, 'text/event-stream', beta), payload, fromAnthropicError)
 }
 
 /** A post whose JSON answer is read whole. */
@@ -92,7 +87,7 @@ export function createAnthropicAdapter(now: () => number = Date.now): ProviderAd
       return translateSse(
         call,
         // Translation errors (400) are thrown before anything is sent upstream.
-        () => post(call, req, toUpstreamBody(req, call.upstreamModel, true), 'text/event-stream'),
+        () => postSse(call, req, toUpstreamBody(req, call.upstreamModel, true)),
         (json) => {
           const parsed = parseAnthropicEvent(json)
           if (!parsed.ok)

@@ -1,8 +1,8 @@
 import type { ChatRequest, ProviderAdapter, UpstreamCall } from '../types.ts'
-import { malformedUpstream, type UpstreamResponse } from '../http.ts'
+import { malformedUpstream } from '../http.ts'
 import { resolveReasoning } from '../shared/request.ts'
 import { newChunkMeta } from '../shared/stream.ts'
-import { postChecked, postJsonChecked, translateSse } from '../shared/upstream.ts'
+import { postJsonChecked, postSseChecked, translateSse, type SseEvents } from '../shared/upstream.ts'
 import { fromGeminiError, fromGeminiStreamError } from './errors.ts'
 import { toGeminiCountTokensRequest, toGeminiEmbedRequest, toGeminiRequest } from './request.ts'
 import { fromGeminiEmbeddings, fromGeminiResponse } from './response.ts'
@@ -27,13 +27,9 @@ function url(call: UpstreamCall, method: string): string {
   return `${call.upstream.baseUrl}/v1beta/models/${encodeURIComponent(call.upstreamModel)}:${method}`
 }
 
-function post(
-  call: UpstreamCall,
-  method: string,
-  payload: unknown,
-  accept: string,
-): Promise<UpstreamResponse> {
-  return postChecked(call, url(call, method), headers(call, accept), payload, fromGeminiError)
+/** A post whose answer is a stream of events. */
+function postSse(call: UpstreamCall, method: string, payload: unknown): Promise<SseEvents> {
+  return postSseChecked(call, url(call, method), headers(call, 'text/event-stream'), payload, fromGeminiError)
 }
 
 /** A post whose JSON answer is read whole. */
@@ -66,13 +62,7 @@ export function createGeminiAdapter(now: () => number = Date.now): ProviderAdapt
       return translateSse(
         call,
         // Translation errors (400) are thrown before anything is sent upstream.
-        () =>
-          post(
-            call,
-            'streamGenerateContent?alt=sse',
-            toGeminiRequest(req, call.upstreamModel),
-            'text/event-stream',
-          ),
+        () => postSse(call, 'streamGenerateContent?alt=sse', toGeminiRequest(req, call.upstreamModel)),
         (json) => {
           if (geminiErrorBodySchema.safeParse(json).success) {
             call.log.warn({ provider: call.upstream.name }, 'upstream error event mid-stream')

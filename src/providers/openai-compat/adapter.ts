@@ -1,7 +1,7 @@
 import type { ProviderAdapter, UpstreamCall } from '../types.ts'
-import { malformedUpstream, type UpstreamResponse } from '../http.ts'
+import { malformedUpstream } from '../http.ts'
 import { upstreamFault } from '../shared/errors.ts'
-import { postChecked, postJsonChecked, translateSse } from '../shared/upstream.ts'
+import { postJsonChecked, postSseChecked, translateSse, type SseEvents } from '../shared/upstream.ts'
 import { fromOpenAIError } from './errors.ts'
 import { createChunkTemplates } from './stream-template.ts'
 import { toOpenAIChatRequest, toOpenAIEmbeddingsRequest } from './request.ts'
@@ -18,9 +18,11 @@ function authHeaders(call: UpstreamCall): Record<string, string> {
   return call.upstream.apiKey ? { authorization: `Bearer ${call.upstream.apiKey}` } : {}
 }
 
-function post(call: UpstreamCall, path: string, payload: unknown, accept: string): Promise<UpstreamResponse> {
+/** A post whose answer is a stream of events. */
+function postSse(call: UpstreamCall, path: string, payload: unknown): Promise<SseEvents> {
   const url = `${call.upstream.baseUrl}${path}`
-  return postChecked(call, url, { ...authHeaders(call), accept }, payload, fromOpenAIError)
+  const headers = { ...authHeaders(call), accept: 'text/event-stream' }
+  return postSseChecked(call, url, headers, payload, fromOpenAIError)
 }
 
 /** A post whose JSON answer is read whole. */
@@ -61,11 +63,10 @@ export function createOpenAICompatAdapter(
       return translateSse(
         call,
         () =>
-          post(
+          postSse(
             call,
             '/chat/completions',
             toOpenAIChatRequest(req, call.upstreamModel, call.upstream.outputLimitField),
-            'text/event-stream',
           ),
         (json, data) => {
           if (isOpenAIStreamError(json)) {

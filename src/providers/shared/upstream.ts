@@ -1,14 +1,9 @@
 import type { GatewayError } from '../../errors.ts'
-import { readSse, SseEventTooLargeError } from '../../sse.ts'
-import {
-  exchangeJson,
-  fromNetworkError,
-  headerValue,
-  malformedUpstream,
-  readLimited,
-  requestUpstream,
-  type UpstreamResponse,
-} from '../http.ts'
+import { SseEventTooLargeError } from '../../sse.ts'
+import { exchangeJson, openSse, type ErrorAnswer, type SseEvents } from '../exchange.ts'
+
+export type { SseEvents }
+import { fromNetworkError, headerValue, malformedUpstream } from '../http.ts'
 import type { UpstreamCall } from '../types.ts'
 import { carriesAnswer } from './stream.ts'
 import type { ChatChunk } from '../../domain/chat.ts'
@@ -27,43 +22,9 @@ export type UpstreamErrorMapper = (
 ) => GatewayError
 
 /**
- * Posts to the upstream and returns a 2xx response. Any other status: reads at most 64 KiB of the
- * body, logs the status and throws what `mapError` makes of it (the upstream key is passed as a
- * secret to scrub from any message).
- */
-export async function postChecked(
-  call: UpstreamCall,
-  url: string,
-  headers: Record<string, string>,
-  payload: unknown,
-  mapError: UpstreamErrorMapper,
-): Promise<UpstreamResponse> {
-  return requestChecked(call, 'POST', url, headers, payload, mapError)
-}
-
-/** `postChecked` for any method (media adapters poll with GET and cancel with POST or DELETE). */
-export async function requestChecked(
-  call: UpstreamCall,
-  method: 'GET' | 'POST' | 'DELETE',
-  url: string,
-  headers: Record<string, string>,
-  payload: unknown,
-  mapError: UpstreamErrorMapper,
-): Promise<UpstreamResponse> {
-  const res = await requestUpstream(call, method, url, headers, payload)
-  if (res.status >= 200 && res.status < 300) return res
-  let text = ''
-  try {
-    text = await readLimited(res.body)
-  } catch {
-    // The status alone decides the mapping.
-  }
-  throw mappedError(call, res.status, text, res.headers, mapError)
-}
-
-/**
- * `postChecked` for an answer read whole: the JSON of a 2xx answer (`exchangeJson`); any other status
- * is logged and thrown as `mapError` makes it, from the first 64 KiB of its body.
+ * Posts to the upstream and returns the JSON of a 2xx answer, read whole (`exchangeJson`). Any other
+ * status: logs it and throws what `mapError` makes of it, from the first 64 KiB of its body (the
+ * upstream key is passed as a secret to scrub from any message).
  */
 export async function postJsonChecked(
   call: UpstreamCall,
@@ -89,11 +50,24 @@ export async function requestJsonChecked(
   throw mappedError(call, answer.status, answer.text, answer.headers, mapError)
 }
 
+/** `postJsonChecked` for a stream: a 2xx answer's events as they come (`openSse`). */
+export async function postSseChecked(
+  call: UpstreamCall,
+  url: string,
+  headers: Record<string, string>,
+  payload: unknown,
+  mapError: UpstreamErrorMapper,
+): Promise<SseEvents> {
+  const answer = await openSse(call, 'POST', url, headers, payload)
+  if (answer.ok) return answer.events
+  throw mappedError(call, answer.status, answer.text, answer.headers, mapError)
+}
+
 function mappedError(
   call: UpstreamCall,
   status: number,
   text: string,
-  headers: UpstreamResponse['headers'],
+  headers: ErrorAnswer['headers'],
   mapError: UpstreamErrorMapper,
 ): GatewayError {
   call.log.warn({ provider: call.upstream.name, status }, 'upstream returned an error')
@@ -146,11 +120,11 @@ export interface SseEnd {
  */
 export async function* translateSse(
   call: UpstreamCall,
-  open: () => Promise<UpstreamResponse>,
+  open: () => Promise<SseEvents>,
   onEvent: (json: unknown, data: string) => StreamStep,
   end: SseEnd = {},
 ): AsyncGenerator<ChatChunk[]> {
-  const { body } = await open()
+  const events = await open()
   let marked = false
   let finished = false
   let answering = false
@@ -164,8 +138,8 @@ export async function* translateSse(
   /** A batch is ready: it has chunks, or (with `attach`) events kept beside them. */
   const ready = (): boolean => batch.length > 0 || (end.attach?.(batch) ?? false)
   try {
-    read: for await (const events of readSse(body)) {
-      for (const sse of events) {
+    read: for await (const piece of events) {
+      for (const sse of piece) {
         if (end.marker !== undefined && sse.data === end.marker) {
           marked = true
           break read
@@ -202,7 +176,7 @@ export async function* translateSse(
     if (err instanceof SseEventTooLargeError) throw malformedUpstream(call, err.message, err)
     throw fromNetworkError(err, call)
   } finally {
-    if (!finished) body.destroy()
+    if (!finished) events.close()
   }
   if (end.onEnd) for (const chunk of end.onEnd(marked)) batch.push(chunk)
   if (ready()) yield take()

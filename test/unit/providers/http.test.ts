@@ -6,10 +6,11 @@ import { brotliCompressSync, gzipSync } from 'node:zlib'
 import { Pool } from 'undici'
 import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { GatewayError, UpstreamError } from '../../../src/errors.ts'
+import { SseEventTooLargeError } from '../../../src/sse.ts'
 import { createLogger } from '../../../src/logger.ts'
+import { exchangeJson, openSse, type SseEvents } from '../../../src/providers/exchange.ts'
 import {
   ERROR_TEXT_BYTES,
-  exchangeJson,
   postUpstream,
   readLimited,
   RELEASED_BODY_BYTES,
@@ -65,6 +66,12 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
+/** True when `closed` comes within a second: well before the idle timeout (5 s) would drop the connection. */
+async function droppedSoon(closed: Promise<void>): Promise<boolean> {
+  const late = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 1_000).unref())
+  return Promise.race([closed.then(() => true), late])
+}
+
 /** A fake upstream whose answer to `POST /x` is written by `write`; resolves `closed` when its response closes. */
 async function answering(
   write: (res: ServerResponse) => void,
@@ -110,7 +117,7 @@ describe('exchangeJson', () => {
       message: 'upstream up: response larger than 20 bytes',
       provider: 'up',
     })
-    await closed
+    expect(await droppedSoon(closed)).toBe(true)
     expect(written).toBeLessThan(100)
   })
 
@@ -141,7 +148,7 @@ describe('exchangeJson', () => {
     const answer = await exchangeJson(makeCall(), 'POST', url, {}, {})
     expect(answer).toMatchObject({ ok: false, status: 500 })
     expect(answer.ok ? '' : answer.text).toBe('e'.repeat(ERROR_TEXT_BYTES))
-    await closed
+    expect(await droppedSoon(closed)).toBe(true)
   })
 
   it('skips an informational answer and reads the one after it', async () => {
@@ -258,7 +265,7 @@ describe('exchangeJson', () => {
     const err = await reading
     expect(err).toBe(reason)
     expect(err).not.toBeInstanceOf(GatewayError)
-    await closed
+    expect(await droppedSoon(closed)).toBe(true)
   })
 
   it('times out after totalMs while waiting for a connection, and never sends the request', async () => {
@@ -309,6 +316,184 @@ describe('exchangeJson', () => {
     expect(recorded[0]!.headers['transfer-encoding']).toBeUndefined()
     expect(recorded[0]!.headers['content-type']).toBe('application/json')
     expect(recorded[0]!.headers['x-extra']).toBe('1')
+  })
+})
+
+/** Every event of `events` (their data), read to the end. */
+async function dataOf(events: SseEvents): Promise<string[]> {
+  const out: string[] = []
+  for await (const batch of events) for (const e of batch) out.push(e.data)
+  return out
+}
+
+async function opened(call: UpstreamCall, url: string): Promise<SseEvents> {
+  const answer = await openSse(call, 'POST', url, {}, {})
+  if (!answer.ok) throw new Error(`expected a 2xx answer, got ${answer.status}`)
+  return answer.events
+}
+
+const sse = (data: string): string => `data: ${data}\n\n`
+
+describe('openSse', () => {
+  it('gives the events as they come, an incomplete last one dropped, then ends', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(sse('a') + 'data: b')
+      setTimeout(() => res.end('\n\n' + sse('c') + 'data: never finished'), 5)
+    })
+    expect(await dataOf(await opened(makeCall(), url))).toEqual(['a', 'b', 'c'])
+  })
+
+  it('gives the events of one read together, however many HTTP chunks carried them', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.flushHeaders()
+      // Once the reader waits: 50 chunks of the chunked encoding, one event each, written at once.
+      setTimeout(() => {
+        for (let i = 0; i < 50; i++) res.write(sse(String(i)))
+        setTimeout(() => res.end(), 20)
+      }, 50)
+    })
+    const batches: string[][] = []
+    for await (const batch of await opened(makeCall(), url)) batches.push(batch.map((e) => e.data))
+    expect(batches.flat()).toEqual(Array.from({ length: 50 }, (_, i) => String(i)))
+    // A batch a socket read (the first write goes alone, Node gathers the others), not one an HTTP chunk.
+    expect(batches.length).toBeLessThan(10)
+  })
+
+  it('answers an error status with its text instead of events', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(401, { 'content-type': 'application/json' })
+      res.end('{"error":{"message":"bad key"}}')
+    })
+    expect(await openSse(makeCall(), 'POST', url, {}, {})).toMatchObject({
+      ok: false,
+      status: 401,
+      text: '{"error":{"message":"bad key"}}',
+    })
+  })
+
+  it('decodes a gzip-encoded stream as it comes', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' })
+      res.end(gzipSync(sse('x') + sse('y')))
+    })
+    expect(await dataOf(await opened(makeCall(), url))).toEqual(['x', 'y'])
+  })
+
+  it('does not read the upstream while a batch waits for its reader', async () => {
+    // 30 MB of events, more than the sockets' buffers hold: the upstream can only finish if they are read.
+    const mb = sse('e'.repeat(1000)).repeat(1000)
+    let finished = false
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      let sent = 0
+      const more = (): void => {
+        while (sent < 30) {
+          sent++
+          if (!res.write(mb)) {
+            res.once('drain', more)
+            return
+          }
+        }
+        res.end(() => (finished = true))
+      }
+      more()
+    })
+    const events = await opened(makeCall(), url)
+    const first = await events.next()
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(finished).toBe(false)
+    let count = first.done ? 0 : first.value.length
+    for await (const batch of events) count += batch.length
+    expect(count).toBe(30_000)
+  })
+
+  it('ends with a SseEventTooLargeError after the events before it, and drops the connection', async () => {
+    const { url, closed } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(sse('before'))
+      const huge = 'data: ' + 'x'.repeat(1024 * 1024)
+      let n = 0
+      const more = (): void => {
+        if (!res.destroyed && n++ < 20) res.write(huge, () => setTimeout(more, 1))
+      }
+      more()
+    })
+    const events = await opened(makeCall(), url)
+    const seen: string[] = []
+    const err = await rejection(
+      (async () => {
+        for await (const batch of events) for (const e of batch) seen.push(e.data)
+      })(),
+    )
+    expect(err).toBeInstanceOf(SseEventTooLargeError)
+    expect(seen).toEqual(['before'])
+    expect(await droppedSoon(closed)).toBe(true)
+  })
+
+  it('fails the events with a 502 when the connection breaks mid-stream, after the events before it', async () => {
+    const { url } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(sse('a'), () => setTimeout(() => res.socket?.destroy(), 20))
+    })
+    const events = await opened(makeCall(), url)
+    const seen: string[] = []
+    const err = await rejection(
+      (async () => {
+        for await (const batch of events) for (const e of batch) seen.push(e.data)
+      })(),
+    )
+    expect(seen).toEqual(['a'])
+    expect(err).toMatchObject({ status: 502, code: 'upstream_error' })
+  })
+
+  it('fails the events with a 504 once totalMs has passed, and drops the connection', async () => {
+    const { url, closed } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(': keep-alive\n\n')
+    })
+    const events = await opened(makeCall({ totalMs: 80 }), url)
+    expect(await rejection(dataOf(events))).toMatchObject({
+      status: 504,
+      code: 'upstream_timeout',
+      message: 'upstream up timed out (total)',
+    })
+    expect(await droppedSoon(closed)).toBe(true)
+  })
+
+  it("re-throws the client's abort unchanged mid-stream, and drops the connection", async () => {
+    const { url, closed } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(sse('a'))
+    })
+    const client = new AbortController()
+    const events = await opened(makeCall({ signal: client.signal }), url)
+    expect(await events.next()).toMatchObject({ done: false })
+    const reading = rejection(events.next())
+    const reason = new Error('client closed the connection')
+    client.abort(reason)
+    expect(await reading).toBe(reason)
+    expect(await droppedSoon(closed)).toBe(true)
+  })
+
+  it('close() drops the connection and ends the events; the timer and the listener go with them', async () => {
+    const { url, closed } = await answering((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(sse('a'))
+    })
+    const setSpy = vi.spyOn(globalThis, 'setTimeout')
+    const clearSpy = vi.spyOn(globalThis, 'clearTimeout')
+    const client = new AbortController()
+    const removed = vi.spyOn(client.signal, 'removeEventListener')
+    const events = await opened(makeCall({ signal: client.signal }), url)
+    await events.next()
+    events.close()
+    expect(await events.next()).toEqual({ done: true, value: undefined })
+    expect(await droppedSoon(closed)).toBe(true)
+    const i = setSpy.mock.calls.findIndex((args) => args[1] === TOTAL_MS)
+    expect(clearSpy).toHaveBeenCalledWith(setSpy.mock.results[i]!.value)
+    expect(removed).toHaveBeenCalledWith('abort', expect.any(Function))
   })
 })
 

@@ -2,19 +2,20 @@ import { Readable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
 import { createLogger } from '../../../src/logger.ts'
-import type { UpstreamResponse } from '../../../src/providers/http.ts'
+import { readSse } from '../../../src/sse.ts'
 import {
   addUpstreamEvents,
   deltaChunk,
   newChunkMeta,
   upstreamEventsOf,
 } from '../../../src/providers/shared/stream.ts'
-import { translateSse, type StreamStep } from '../../../src/providers/shared/upstream.ts'
+import { translateSse, type SseEvents, type StreamStep } from '../../../src/providers/shared/upstream.ts'
 import type { UpstreamCall } from '../../../src/providers/types.ts'
 import type { ChatChunk } from '../../../src/domain/chat.ts'
 
 // The loop every protocol's stream runs through: which chunks come out together, and what happens
-// around the end marker and a failure. The body is given as the pieces an upstream read would return.
+// around the end marker and a failure. The body is given as the pieces an upstream read would return,
+// its events parsed as exchange.ts's `openSse` parses them (one batch a piece).
 
 const call: UpstreamCall = {
   upstream: {
@@ -47,9 +48,18 @@ const onEvent = (json: unknown): StreamStep => {
   return text === 'end' ? { chunks: [chunk('last')], last: true } : { chunks: [chunk(text)] }
 }
 
-function responseOf(pieces: string[]): { open: () => Promise<UpstreamResponse>; body: Readable } {
+function responseOf(pieces: string[]): { open: () => Promise<SseEvents>; body: Readable } {
   const body = Readable.from(pieces.map((p) => Buffer.from(p)))
-  return { open: () => Promise.resolve({ status: 200, headers: {}, body }), body }
+  const batches = readSse(body)
+  const events: SseEvents = {
+    next: () => batches.next(),
+    return: () => batches.return(undefined),
+    close: () => void body.destroy(),
+    [Symbol.asyncIterator]() {
+      return this
+    },
+  }
+  return { open: () => Promise.resolve(events), body }
 }
 
 /** Each batch as the texts of its chunks. */
