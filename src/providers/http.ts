@@ -42,13 +42,7 @@ export async function requestUpstream(
     const res = await request(url, {
       method,
       dispatcher: call.dispatcher,
-      headers: {
-        ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
-        ...call.upstream.headers,
-        ...headers,
-        ...(call.traceparent ? { traceparent: call.traceparent } : {}),
-        ...(sent instanceof ReleasedBody ? { 'content-length': String(sent.length) } : {}),
-      },
+      headers: requestHeaders(call, headers, sent),
       // undici takes iterables (its documentation says so; its types do not list them).
       body: sent as Buffer | undefined,
       signal: deadline.signal,
@@ -74,6 +68,24 @@ export async function requestUpstream(
 
 /** Of an error answer, this many bytes are read; the rest is not (its connection is dropped). */
 export const ERROR_TEXT_BYTES = 64 * 1024
+
+/**
+ * An upstream request's headers: the JSON content type when it has a body, the upstream's configured
+ * headers, the protocol's, the trace context, and a ReleasedBody's length (undici cannot know it).
+ */
+export function requestHeaders(
+  call: UpstreamCall,
+  headers: Record<string, string>,
+  sent: Buffer | ReleasedBody | undefined,
+): Record<string, string> {
+  return {
+    ...(sent === undefined ? {} : { 'content-type': 'application/json' }),
+    ...call.upstream.headers,
+    ...headers,
+    ...(call.traceparent ? { traceparent: call.traceparent } : {}),
+    ...(sent instanceof ReleasedBody ? { 'content-length': String(sent.length) } : {}),
+  }
+}
 
 /** Bodies of at least this many characters go to undici as a ReleasedBody. */
 export const RELEASED_BODY_BYTES = 16 * 1024
