@@ -1,12 +1,12 @@
 import type { GatewayError } from '../../errors.ts'
 import { SseEventTooLargeError } from '../../sse.ts'
 import { exchangeJson, openSse, type ErrorAnswer, type SseEvents } from '../exchange.ts'
-
-export type { SseEvents }
 import { fromNetworkError, headerValue, malformedUpstream } from '../http.ts'
 import type { UpstreamCall } from '../types.ts'
 import { carriesAnswer } from './stream.ts'
 import type { ChatChunk } from '../../domain/chat.ts'
+
+export type { SseEvents }
 
 // The I/O every protocol's adapter.ts does the same way: a post whose error status becomes the
 // protocol's GatewayError, and the loop over a stream of JSON events. The protocol passes in what
@@ -36,7 +36,7 @@ export async function postJsonChecked(
   return requestJsonChecked(call, 'POST', url, headers, payload, mapError)
 }
 
-/** `postJsonChecked` for any method. */
+/** `postJsonChecked` for any method (media adapters poll with GET and cancel with POST or DELETE). */
 export async function requestJsonChecked(
   call: UpstreamCall,
   method: 'GET' | 'POST' | 'DELETE',
