@@ -21,8 +21,9 @@ import type { UpstreamCall } from './types.ts'
 
 // Upstream calls through undici's dispatch, with a handler of our own rather than undici's `request`
 // and the body stream it makes: a blocking answer gathered whole (exchangeJson), a stream's events as
-// they are parsed (openSse). No body stream, no signal of its own, no async resource per call: for a
-// blocking request that was 18 µs of the event loop's time, a tenth of it. The timeouts, headers,
+// they are parsed (openSse). No body stream, no signal of its own, no async resource per call: that
+// was 10-20 µs of a blocking request's CPU and ≈50 µs of a 100-chunk stream's (docs/benchmarks.md,
+// twelfth round), and what a request left in the old generation. The timeouts, headers,
 // limits, decoding and errors are requestUpstream's (http.ts): first byte and idle by undici, the
 // total by a timer here, the client gone by its signal; either gives the call up and drops its
 // connection. An error answer (not 2xx) is read up to ERROR_TEXT_BYTES and returned as text, for
