@@ -70,7 +70,7 @@ export function exchangeJson(
 /**
  * One streamed upstream call: resolves once the answer's headers came, a 2xx answer with its events
  * (parsed as they arrive, decompressed first when compressed), another with its text. The events'
- * reader sets the pace: while a batch waits for it, the upstream connection is not read. An event
+ * reader sets the pace: once 64 KiB of events wait for it, the upstream connection is not read. An event
  * over MAX_SSE_EVENT_BYTES ends the events with a SseEventTooLargeError, after those before it.
  */
 export function openSse(
@@ -129,7 +129,7 @@ abstract class Exchange<Ok> implements Dispatcher.DispatchHandler {
   protected headers: IncomingHttpHeaders = {}
   /** The answer's content-coding to undo ('' for none). */
   protected coding = ''
-  /** An error answer's bytes so far. */
+  /** The body's bytes so far, of an answer read whole (a JSON answer, an error answer). */
   private parts: Buffer[] = []
   private size = 0
   private timer: NodeJS.Timeout | undefined
@@ -253,14 +253,9 @@ abstract class Exchange<Ok> implements Dispatcher.DispatchHandler {
       this.okData(chunk)
       return
     }
-    if (this.size + chunk.length <= ERROR_TEXT_BYTES) {
-      this.parts.push(chunk)
-      this.size += chunk.length
-      return
-    }
+    if (this.gather(chunk, ERROR_TEXT_BYTES)) return
     // Its first ERROR_TEXT_BYTES are enough to map it: the rest is not read.
-    this.parts.push(chunk.subarray(0, ERROR_TEXT_BYTES - this.size))
-    this.size = ERROR_TEXT_BYTES
+    this.gather(chunk.subarray(0, ERROR_TEXT_BYTES - this.size), ERROR_TEXT_BYTES)
     this.errorAnswered()
     controller.abort(new Error('upstream error answer not read past its first bytes'))
   }
@@ -298,7 +293,7 @@ abstract class Exchange<Ok> implements Dispatcher.DispatchHandler {
     return bytes
   }
 
-  /** Gathers a 2xx body's bytes, up to `limit` (true while within it). */
+  /** Gathers the body's bytes, up to `limit` (true while within it). */
   protected gather(chunk: Buffer, limit: number): boolean {
     if (this.size + chunk.length > limit) return false
     this.parts.push(chunk)
