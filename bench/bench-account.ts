@@ -1,4 +1,6 @@
+import { normalizeUsage } from '../src/billing/metering.ts'
 import type { Account, ApiKeyRecord } from '../src/domain/accounts.ts'
+import type { GenerationRecord } from '../src/domain/records.ts'
 import type { Store } from '../src/store/types.ts'
 
 // The one account (and, when asked, its API key) the store benches make their requests with: credits
@@ -24,4 +26,32 @@ export async function createBenchAccount(
     : undefined
   if (key) await store.accounts.addKey(key)
   return { account, key }
+}
+
+/** A blocking chat's generation record as the store benches settle it: 10 + 5 tokens costing `cost`. */
+export function benchRecord(
+  generationId: string,
+  accountId: string,
+  createdAt: number,
+  cost: bigint,
+): GenerationRecord {
+  return {
+    generationId,
+    accountId,
+    api: '/v1/chat/completions',
+    model: 'openai/gpt-4o-mini',
+    provider: 'openai',
+    createdAt,
+    generationTimeMs: 1,
+    latencyMs: 1,
+    streamed: false,
+    finishReason: 'stop',
+    cancelled: false,
+    costSource: 'upstream',
+    usage: normalizeUsage({ prompt_tokens: 10, completion_tokens: 5 }),
+    upstreamCost: cost,
+    discountPpm: 0,
+    discount: 0n,
+    cost,
+  }
 }

@@ -5,10 +5,9 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import pino from 'pino'
 import { createPostgresStore } from '../src/store/postgres/index.ts'
-import { normalizeUsage } from '../src/billing/metering.ts'
 import { settleJson } from '../src/store/postgres/ledger.ts'
 import { windowStarts } from '../src/store/key-usage.ts'
-import { BENCH_KEY_HASH, createBenchAccount } from './bench-account.ts'
+import { BENCH_KEY_HASH, benchRecord, createBenchAccount } from './bench-account.ts'
 import { createThrowawayDatabase } from './throwaway-database.ts'
 
 // `npm run bench:postgres-floor`: what the database itself charges a request's hold and settle, without
@@ -42,26 +41,7 @@ const windows = windowStarts(NOW)
 const ID = 'g-PGBENCH-ID'
 const item = settleJson({
   ref: { accountId: 'bench', id: ID },
-  record: {
-    generationId: ID,
-    accountId: 'bench',
-    api: 'chat.completions',
-    model: 'openai/gpt-4o-mini',
-    provider: 'openai',
-    createdAt: NOW,
-    generationTimeMs: 1,
-    latencyMs: 1,
-    streamed: false,
-    finishReason: 'stop',
-    cancelled: false,
-    costSource: 'upstream',
-    usage: normalizeUsage({ prompt_tokens: 8, completion_tokens: 9 }),
-    upstreamCost: 26n,
-    discountPpm: 0,
-    discount: 0n,
-    cost: 26n,
-    keyHash: BENCH_KEY_HASH,
-  },
+  record: { ...benchRecord(ID, 'bench', NOW, 26n), keyHash: BENCH_KEY_HASH },
   limit: { held: 1_000_000n, now: NOW },
 })
 /** A batch of that one settle as the store sends it (ledger.ts's settleJson), for generation `:id`. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import pg from 'pg'
 import { createPostgresStore } from '../src/store/postgres/index.ts'
-import type { GenerationRecord } from '../src/domain/records.ts'
+import { benchRecord } from './bench-account.ts'
 import { createThrowawayDatabase } from './throwaway-database.ts'
 
 // Rough throughput of the PostgreSQL store's hot path: reserve + settle (one request's metering),
@@ -20,31 +20,7 @@ const database = await createThrowawayDatabase()
 const url = new URL(database.url)
 const store = await createPostgresStore(url.toString(), { poolSize: 10 })
 
-const record = (accountId: string): GenerationRecord => ({
-  generationId: `gen-${randomUUID()}`,
-  accountId,
-  api: '/v1/chat/completions',
-  model: 'mock/chat',
-  provider: 'mock',
-  createdAt: 0,
-  generationTimeMs: 1,
-  latencyMs: 1,
-  streamed: false,
-  finishReason: 'stop',
-  cancelled: false,
-  costSource: 'upstream',
-  usage: {
-    prompt_tokens: 10,
-    completion_tokens: 5,
-    total_tokens: 15,
-    prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0, audio_tokens: 0, video_tokens: 0 },
-    completion_tokens_details: { reasoning_tokens: 0, image_tokens: 0, audio_tokens: 0 },
-  },
-  upstreamCost: 1000n,
-  discountPpm: 0,
-  discount: 0n,
-  cost: 1000n,
-})
+const record = (accountId: string) => benchRecord(`gen-${randomUUID()}`, accountId, 0, 1000n)
 
 async function run(label: string, concurrency: number, accounts: number): Promise<void> {
   const ids = Array.from({ length: accounts }, () => `acct-${randomUUID()}`)
