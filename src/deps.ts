@@ -15,6 +15,7 @@ import type { FileStorage } from './files/storage.ts'
 import { sweepOrphans } from './files/orphan-sweep.ts'
 import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
 import { createRenewals, type Renewals } from './inference/renewals.ts'
+import { createSpareHolds, type SpareHolds } from './billing/spare-holds.ts'
 import type { TokenCounter } from './billing/tokens.ts'
 import { createTokenThread } from './billing/token-thread.ts'
 import { createStore } from './store/create.ts'
@@ -30,6 +31,8 @@ import type { ProviderKind } from './domain/models.ts'
 const SWEEP_INTERVAL_MS = 60_000
 /** Unrecorded file bytes and dead uploads' temp files: a directory listing, so not too often. */
 const FILE_SWEEP_INTERVAL_MS = 10 * 60_000
+/** An account without a request for this long gets back what this instance held ahead for it. */
+const SPARE_IDLE_MS = 10_000
 
 export interface Lifecycle {
   /** Set on SIGTERM: new requests get 503 and /readyz fails while in-flight work finishes. */
@@ -56,6 +59,8 @@ export interface Deps {
   stats: MeteringStats
   /** Keeps running requests' reservations alive. */
   renewals: Renewals
+  /** Holds taken ahead for busy accounts. */
+  spares: SpareHolds
   /** Asynchronous predictions: creation, lookup, cancel; the runner drives them. */
   predictions: Predictions
   runner: TaskRunner
@@ -260,6 +265,10 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     ...tasks.jobs,
   ]
   const stopJobs = startJobs(overrides.background === false ? [] : jobs)
+  const spares = createSpareHolds(
+    { ledger: store.ledger, log, now },
+    { max: config.limits.spareHolds, idleMs: SPARE_IDLE_MS, ttlMs: config.limits.reservationTtlMs },
+  )
   return {
     config,
     log,
@@ -273,6 +282,7 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     countTokens: overrides.countTokens ?? tokenThread.count,
     stats,
     renewals: createRenewals({ ledger: store.ledger, now, log, ttlMs: config.limits.reservationTtlMs }),
+    spares,
     now,
     ids: idsUsed,
     predictions: tasks.predictions,
@@ -285,6 +295,8 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     lifecycle: { draining: false, inFlight: 0 },
     async close() {
       await stopJobs()
+      // Before the store closes: what was held ahead is given back, not left to its TTL.
+      await spares.close()
       await providers.close()
       await tokenThread.close()
       await store.close()

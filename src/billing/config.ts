@@ -12,6 +12,8 @@ export interface LimitsConfig {
   defaultMaxOutputTokens: number
   /** Applied to accounts that set no rate limits of their own. */
   defaultRateLimits: RateLimits
+  /** Holds an instance keeps ahead per busy account (billing/spare-holds.ts); 0: none. */
+  spareHolds: number
 }
 
 export const rateLimitsSchema = z
@@ -86,6 +88,15 @@ export const limitsSchema = z
         'Output bound used for the reservation, and sent upstream, when neither the client nor the model gives one.',
       ),
     rateLimits: rateLimitsSchema.optional().describe('Rate limits of accounts that set none of their own.'),
+    spareHolds: z
+      .number()
+      .int()
+      .min(0)
+      .max(1024)
+      .optional()
+      .describe(
+        'Credit holds taken ahead per busy account, so its requests need no store call before their upstream call; 0: none.',
+      ),
   })
   .strict()
   .default({})
@@ -96,5 +107,6 @@ export function resolveLimits(l: z.infer<typeof limitsSchema>): LimitsConfig {
     reservationTtlMs: l.reservationTtlMs ?? 15 * 60_000,
     defaultMaxOutputTokens: l.defaultMaxOutputTokens ?? 16_384,
     defaultRateLimits: l.rateLimits ?? {},
+    spareHolds: l.spareHolds ?? 32,
   }
 }

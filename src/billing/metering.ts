@@ -8,6 +8,7 @@ import type { AttemptRecord, CostSource, GenerationRecord, GenerationUsage } fro
 import type { Metrics } from '../metrics.ts'
 import { applyPpm, toUsd } from './money.ts'
 import { priceUsage } from './prices.ts'
+import type { SpareHolds } from './spare-holds.ts'
 import type { Usage } from '../domain/chat.ts'
 import type { Deployment, ModelType } from '../domain/models.ts'
 import type { Money } from '../domain/money.ts'
@@ -30,6 +31,8 @@ export interface MeteringDeps {
   stats: MeteringStats
   /** Unbilled overage is counted here when present. */
   metrics?: Metrics
+  /** Holds taken ahead for busy accounts (spare-holds.ts); absent: every request holds on its own. */
+  spares?: SpareHolds
 }
 
 export interface MeteringStats {
@@ -144,17 +147,42 @@ export async function admit(deps: MeteringDeps, r: AdmitRequest): Promise<Admiss
     checks.push({ key, amount: r.tokenEstimate, limit: key.startsWith('k') ? keyTpm! : tpmLimit! })
   }
   const discountPpm = r.discountPpm ?? discountFor(r.account, r.slug)
+  const bound = r.costBound - applyPpm(r.costBound, discountPpm)
+  const keyHold = keyHoldOf(r.key, r.holdKey === true)
+  // Nothing to count but the hold: one taken ahead will do (spare-holds.ts), with no store call.
+  const spare =
+    checks.length === 0 && keyHold === undefined ? deps.spares?.take(r.account.id, bound, r.now) : undefined
+  if (spare) return { reservation: spare, discountPpm, tokenEstimate: null, tokenKeys, headers: {} }
   // One store call: the limits, then (when they allow it) the hold, bounded by the key's limit too.
-  const { allowed, decisions, reservation, keyLimited } = await store.admission.reserve(
+  const admitted = await store.admission.reserve(
     checks,
     RATE_WINDOW_MS,
     r.account.id,
     r.generationId,
-    r.costBound - applyPpm(r.costBound, discountPpm),
+    bound,
     r.now,
     r.ttlMs,
-    keyHoldOf(r.key, r.holdKey === true),
+    keyHold,
   )
+  const { allowed, decisions } = admitted
+  let { reservation, keyLimited } = admitted
+  // Held short or refused for credits while this instance holds some of them ahead: those go back
+  // first, and the hold is taken again (the limits counted the request already).
+  if (
+    allowed &&
+    !keyLimited &&
+    (reservation === null || reservation.amount < bound) &&
+    (await deps.spares?.giveBack(r.account.id)) === true
+  ) {
+    // A hold taken again under its id would count the one before against itself: that one goes first.
+    if (reservation) await store.ledger.release(reservation)
+    ;({ reservation, keyLimited } = keyHold
+      ? await store.ledger.reserveForKey(r.account.id, r.generationId, bound, r.now, r.ttlMs, keyHold)
+      : {
+          reservation: await store.ledger.reserve(r.account.id, r.generationId, bound, r.now, r.ttlMs),
+          keyLimited,
+        })
+  }
   let headers: Record<string, string> = {}
   if (checks.length > 0) {
     if (!allowed) {
@@ -205,7 +233,7 @@ export interface RequestAdmission {
  * (`admit`, with `requestCounted`). Like `admit`, a 402 still counts as a request.
  */
 export async function admitRequest(
-  deps: Pick<MeteringDeps, 'store' | 'config'>,
+  deps: Pick<MeteringDeps, 'store' | 'config' | 'spares'>,
   account: Account,
   now: number,
   check: { credits: boolean } = { credits: true },
@@ -233,10 +261,21 @@ export async function admitRequest(
     }
     headers = rateHeaders(decisions[0] as RateDecision, now)
   }
-  if (hasCredits === false) {
+  if (hasCredits === false && !(await hasCreditsAfterGiveBack(deps, account.id, now))) {
     throw new GatewayError('insufficient_credits', 'the account has no credits left')
   }
   return { headers }
+}
+
+/** After this instance gave back the account's holds taken ahead (if any): whether anything is left. */
+async function hasCreditsAfterGiveBack(
+  deps: Pick<MeteringDeps, 'store' | 'spares'>,
+  accountId: string,
+  now: number,
+): Promise<boolean> {
+  if ((await deps.spares?.giveBack(accountId)) !== true) return false
+  const c = await deps.store.ledger.credits(accountId, now)
+  return c.totalCredits - c.totalUsage - c.reserved > 0n
 }
 
 /**
@@ -349,6 +388,8 @@ export async function settle(deps: MeteringDeps, s: Settlement): Promise<Generat
   for (let attempt = 1; ; attempt++) {
     try {
       charged = await deps.store.ledger.settle(s.reservation, s.record, { held: s.held, now: s.now })
+      // Holds ahead are taken after the charge, not with it: the answer does not wait for them.
+      deps.spares?.ended(s.record.accountId, s.now)
       break
     } catch (err) {
       if (attempt >= SETTLE_ATTEMPTS) {
@@ -399,6 +440,7 @@ export async function release(
   const corrected = correctTokens(deps, reservation.accountId, tokenKeys, -(tokenEstimate ?? 0), now)
   try {
     await deps.store.ledger.release(reservation)
+    deps.spares?.ended(reservation.accountId, now)
   } catch (err) {
     // The reservation then expires by its TTL.
     deps.log.warn({ err, reservation: reservation.id }, 'could not release a reservation')

@@ -678,6 +678,28 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await store.ledger.credits(id, 10)).totalUsage).toBe(usd('0.45'))
       })
 
+      it('a hold larger than its request (taken ahead) caps the charge at what the request held, and goes whole', async () => {
+        const { store, id } = await withAccount(usd(1))
+        // billing/spare-holds.ts: a hold reserved ahead under its own id, taken by a request bound to $0.2.
+        const ahead = (await store.ledger.reserve(id, uid('spare'), usd('0.5'), 0, MINUTE))!
+        const taker = { ...ahead, amount: usd('0.2') }
+        const over = generationFixture(uid('gen'), id, { cost: usd('0.3') })
+        const charged = await store.ledger.settle(taker, over, { held: taker.amount, now: 10 })
+        expect(charged?.cost).toBe(usd('0.2'))
+        expect(charged?.unbilledOverage?.usd).toBe(usd('0.1'))
+        expect(await store.ledger.credits(id, 10)).toEqual({
+          totalCredits: usd(1),
+          totalUsage: usd('0.2'),
+          reserved: 0n,
+        })
+        // Within what it held, the record is charged as it came, and its hold goes too.
+        const next = (await store.ledger.reserve(id, uid('spare'), usd('0.5'), 10, MINUTE))!
+        const within = generationFixture(uid('gen'), id, { cost: usd('0.15') })
+        expect(await store.ledger.settle(next, within, { held: usd('0.2'), now: 10 })).toEqual(within)
+        expect((await store.ledger.credits(id, 10)).reserved).toBe(0n)
+        expect((await store.ledger.credits(id, 10)).totalUsage).toBe(usd('0.35'))
+      })
+
       it('an overdraft lets a charge pass its hold by that much, and the balance never below it', async () => {
         const store = await open()
         const id = uid('acct')

@@ -152,7 +152,11 @@ describe('restart on the SQLite backend', () => {
     await stop(first, 'SIGTERM')
 
     const second = await start(env)
-    expect(await getJson(second, '/admin/accounts/acme')).toEqual(before)
+    // What the first held ahead for the account (billing/spare-holds.ts) it gave back as it stopped.
+    expect(await getJson(second, '/admin/accounts/acme')).toEqual({
+      ...before,
+      credits: { ...before.credits, reserved: 0 },
+    })
     for (const [i, id] of ids.entries()) {
       expect(await getJson(second, `/v1/generation?id=${id}`, auth)).toEqual(records[i])
     }
