@@ -9,13 +9,14 @@ import { createProviderRegistry, type ProviderRegistry } from './providers/regis
 import { buildModelTable, type ModelTable } from './routing/model-table.ts'
 import { createRouter, type Router } from './routing/router.ts'
 import { createHealth, type Health } from './routing/health.ts'
-import { createMetrics, trackStoreStatements, type Metrics } from './metrics.ts'
+import { createMetrics, trackSpareHolds, trackStoreStatements, type Metrics } from './metrics.ts'
 import { createLocalFileStorage } from './files/local-storage.ts'
 import type { FileStorage } from './files/storage.ts'
 import { sweepOrphans } from './files/orphan-sweep.ts'
 import { createMeteringStats, type MeteringStats } from './billing/metering.ts'
 import { createRenewals, type Renewals } from './inference/renewals.ts'
 import { createSpareHolds, type SpareHolds } from './billing/spare-holds.ts'
+import { toUsd } from './billing/money.ts'
 import type { TokenCounter } from './billing/tokens.ts'
 import { createTokenThread } from './billing/token-thread.ts'
 import { createStore } from './store/create.ts'
@@ -269,6 +270,10 @@ export async function createDeps(config: Config, overrides: DepsOverrides = {}):
     { ledger: store.ledger, log, now },
     { max: config.limits.spareHolds, idleMs: SPARE_IDLE_MS, ttlMs: config.limits.reservationTtlMs },
   )
+  trackSpareHolds(metrics, () => {
+    const { holds, amount } = spares.totals()
+    return { holds, usd: toUsd(amount) }
+  })
   return {
     config,
     log,

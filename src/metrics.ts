@@ -320,3 +320,26 @@ export function trackStoreStatements(metrics: Metrics, read: () => ReadonlyMap<s
     },
   })
 }
+
+/**
+ * `junction_spare_holds` and `junction_spare_held_usd`: the holds this instance took ahead for busy
+ * accounts and no request uses yet (billing/spare-holds.ts), read when scraped.
+ */
+export function trackSpareHolds(metrics: Metrics, read: () => { holds: number; usd: number }): void {
+  new Gauge({
+    name: 'junction_spare_holds',
+    help: 'Credit holds this instance took ahead for busy accounts, not used by a request yet',
+    registers: [metrics.registry],
+    collect() {
+      this.set(read().holds)
+    },
+  })
+  new Gauge({
+    name: 'junction_spare_held_usd',
+    help: 'Credits held by the holds this instance took ahead (junction_spare_holds), USD',
+    registers: [metrics.registry],
+    collect() {
+      this.set(read().usd)
+    },
+  })
+}

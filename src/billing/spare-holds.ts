@@ -52,6 +52,8 @@ export interface SpareHolds {
   giveBack(accountId: string): Promise<boolean>
   /** What the account's holds taken ahead and not used yet hold, in all. */
   heldFor(accountId: string): Money
+  /** Every account's holds taken ahead and not used yet: how many, and what they hold. */
+  totals(): { holds: number; amount: Money }
   /** Resolves once no call of its own to the store is out (tests). */
   idle(): Promise<void>
   /** Releases every hold taken ahead and stops taking more. */
@@ -174,6 +176,16 @@ class Spares implements SpareHolds {
 
   heldFor(accountId: string): Money {
     return (this.#accounts.get(accountId)?.stock ?? []).reduce((sum, r) => sum + r.amount, 0n)
+  }
+
+  totals(): { holds: number; amount: Money } {
+    let holds = 0
+    let amount = 0n
+    for (const a of this.#accounts.values()) {
+      holds += a.stock.length
+      for (const r of a.stock) amount += r.amount
+    }
+    return { holds, amount }
   }
 
   async idle(): Promise<void> {

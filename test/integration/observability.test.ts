@@ -1,4 +1,5 @@
 import { Writable } from 'node:stream'
+import { toUsd } from '../../src/billing/money.ts'
 import { afterEach, describe, expect, it } from 'vitest'
 import { continueTrace } from '../../src/http/tracing.ts'
 import { createLogger } from '../../src/logger.ts'
@@ -180,6 +181,10 @@ describe('observability', () => {
     await (await chat('team/chat')).text()
     await (await chat('team/down')).text()
     await (await chat('team/chat', {}, { stream: true })).text()
+    // A busy account: this instance took holds ahead for it (billing/spare-holds.ts).
+    await gw.deps.spares.idle()
+    const ahead = gw.deps.spares.totals()
+    expect(ahead.holds).toBeGreaterThan(0)
     const scrape = (key?: string) =>
       fetch(`${gw.origin}/metrics`, { headers: key ? { authorization: `Bearer ${key}` } : {} })
     expect((await scrape()).status).toBe(401)
@@ -199,6 +204,8 @@ describe('observability', () => {
     expect(text).toMatch(/junction_upstream_errors_total\{provider="down",code="upstream_error"\} 1/)
     expect(text).toMatch(/junction_open_streams 0/)
     expect(text).toMatch(/junction_reserved_credits_usd 0/)
+    expect(text).toContain(`junction_spare_holds ${ahead.holds}\n`)
+    expect(Number(/^junction_spare_held_usd (\S+)$/m.exec(text)?.[1])).toBeCloseTo(toUsd(ahead.amount), 12)
     expect(text).toContain('junction_time_to_first_byte_seconds_bucket')
     expect(text).toContain('junction_request_duration_seconds_bucket')
   })
