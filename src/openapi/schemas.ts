@@ -313,7 +313,7 @@ export const answerSchemas: Record<string, JsonSchema> = {
     total_credits: num(),
     total_usage: num(),
     balance: num(),
-    reserved: num('USD held by requests running now'),
+    reserved: num('USD held by running requests and by the holds instances took ahead for the account'),
   }),
   AccountList: obj({ object: constant('list'), data: { type: 'array', items: ref('Account') } }),
   IssuedKey: obj(
@@ -394,7 +394,7 @@ export const answerSchemas: Record<string, JsonSchema> = {
         total_credits: num(),
         total_usage: num(),
         balance: num(),
-        reserved: num('USD held by requests in flight'),
+        reserved: num('USD held by running requests and by the holds instances took ahead for the account'),
         available: num('balance less what is held'),
       }),
       discount_percent: num(),
