@@ -138,7 +138,8 @@ class Spares implements SpareHolds {
     a.lastSeen = now
     if (amount > a.largest) a.largest = amount
     if (now - this.#answeredAt <= ANSWERED_MS) {
-      // Newest first; one too close to its expiry (renewals renew a third of the TTL ahead) is dropped.
+      // Newest first. A request's renewals come every third of the TTL: a hold with less than two
+      // thirds of it left is released rather than handed out.
       for (let i = a.stock.length - 1; i >= 0; i--) {
         const r = a.stock[i]!
         const fresh = r.expiresAt - now > (this.options.ttlMs * 2) / 3
@@ -201,9 +202,11 @@ class Spares implements SpareHolds {
     await this.#release(all)
   }
 
+  /** Counted until settled (`idle`, `close`); the callers' promises never reject. */
   #track<T>(p: Promise<T>): Promise<T> {
     this.#pending.add(p)
-    void p.finally(() => this.#pending.delete(p))
+    const done = (): void => void this.#pending.delete(p)
+    p.then(done, done)
     return p
   }
 
