@@ -13,10 +13,11 @@ import { ids } from '../ids.ts'
 // on any number of instances still cannot overdraw it together.
 //
 // What it costs: an account busy on an instance has up to `max` holds there that no request uses yet,
-// never more than a quarter of what it had free when they were taken (`SHARE`). A request anywhere could
-// be refused for credits while they wait; this instance gives its own back first (`giveBack`, before
-// admission refuses), another instance's come back when it goes idle (`idleMs`), shuts down, or, if it
-// died, when their TTL runs out, like its requests' own holds. A hold is larger than the request that
+// never more than a quarter of what it had free when they were taken (`SHARE`); an instance keeps at most
+// `maxTotal` (4 096) in all, however many accounts are busy. A request anywhere could be refused for
+// credits while they wait; this instance gives its own back first (`giveBack`, before admission
+// refuses), another instance's come back when it goes idle (`idleMs`), shuts down, or, if it died, when
+// their TTL runs out, like its requests' own holds. A hold is larger than the request that
 // takes it by at most the spread of the account's recent bounds; its settle drops it whole.
 //
 // Only requests with nothing else to count take one (metering.ts): no per-minute limit (its window must
@@ -30,6 +31,8 @@ const SHARE = 4n
 export interface SpareHoldsOptions {
   /** The most holds kept ahead per account (0: none are). */
   max: number
+  /** The most holds kept ahead by this instance, all accounts together (default 4 096). */
+  maxTotal?: number
   /** An account without a request for this long gives back what it holds ahead. */
   idleMs: number
   /** The TTL of each hold (the reservations' TTL: renewed like any once a request takes it). */
@@ -88,6 +91,8 @@ const PAUSE_MS = 1_000
 const FREE_READ_MS = 1_000
 /** Holds are handed out only within this long of the store's last answer. */
 const ANSWERED_MS = 1_000
+/** SpareHoldsOptions.maxTotal by default: however many accounts are busy, the store keeps this many at most. */
+const MAX_TOTAL = 4_096
 
 export function createSpareHolds(
   deps: { ledger: LedgerStore; log: Logger; now: () => number },
@@ -103,6 +108,9 @@ class Spares implements SpareHolds {
   #closed = false
   /** When the store last answered a call of this module's or a settle (ended). */
   #answeredAt = Number.NEGATIVE_INFINITY
+  /** Holds in every account's stock, and asked for by refills on their way (`maxTotal` bounds both). */
+  #inStock = 0
+  #asked = 0
 
   readonly deps: { ledger: LedgerStore; log: Logger; now: () => number }
   readonly options: SpareHoldsOptions
@@ -145,6 +153,7 @@ class Spares implements SpareHolds {
         const fresh = r.expiresAt - now > (this.options.ttlMs * 2) / 3
         if (fresh && r.amount < amount) continue
         a.stock.splice(i, 1)
+        this.#inStock--
         if (fresh) return { id: r.id, accountId, amount, expiresAt: r.expiresAt }
         this.#release([r])
       }
@@ -170,6 +179,7 @@ class Spares implements SpareHolds {
     a.generation++
     a.pausedUntil = this.deps.now() + PAUSE_MS
     const stock = a.stock.splice(0)
+    this.#inStock -= stock.length
     if (stock.length === 0) return false
     await this.#release(stock)
     return true
@@ -199,6 +209,7 @@ class Spares implements SpareHolds {
     await this.idle()
     const all = [...this.#accounts.values()].flatMap((a) => a.stock.splice(0))
     this.#accounts.clear()
+    this.#inStock = 0
     await this.#release(all)
   }
 
@@ -255,10 +266,14 @@ class Spares implements SpareHolds {
     if (size <= 0n) return
     const room = a.free / (SHARE * size) - BigInt(a.stock.length)
     const want = BigInt(a.target - a.stock.length)
-    const n = Number(room < want ? room : want)
+    const n = Math.min(
+      Number(room < want ? room : want),
+      (this.options.maxTotal ?? MAX_TOTAL) - this.#inStock - this.#asked,
+    )
     if (n <= 0) return
     a.free -= BigInt(n) * size
     a.refilling = true
+    this.#asked += n
     const generation = a.generation
     const { ledger, log } = this.deps
     void this.#track(
@@ -278,8 +293,10 @@ class Spares implements SpareHolds {
               !this.#closed &&
               this.#accounts.get(accountId) === a &&
               a.generation === generation
-            if (kept) a.stock.push(r)
-            else unused.push(r)
+            if (kept) {
+              a.stock.push(r)
+              this.#inStock++
+            } else unused.push(r)
           }
           if (unused.length > 0 || taken.includes(null)) {
             a.pausedUntil = this.deps.now() + PAUSE_MS
@@ -293,6 +310,7 @@ class Spares implements SpareHolds {
         })
         .finally(() => {
           a.refilling = false
+          this.#asked -= n
         }),
     )
   }
@@ -302,6 +320,7 @@ class Spares implements SpareHolds {
     for (const [accountId, a] of this.#accounts) {
       if (now - a.lastSeen < this.options.idleMs || a.refilling) continue
       this.#accounts.delete(accountId)
+      this.#inStock -= a.stock.length
       if (a.stock.length > 0) void this.#release(a.stock)
     }
   }

@@ -28,14 +28,14 @@ afterEach(async () => {
   await Promise.all(opened.splice(0).map((s) => s.close()))
 })
 
-async function setup(credits: number, max = 8, idleMs = 60_000) {
+async function setup(credits: number, max = 8, idleMs = 60_000, maxTotal?: number) {
   const store = createMemoryStore()
   await store.accounts.create(account, usd(credits))
   const clock = { now: 1_000 }
   const config = loadConfig({ NODE_ENV: 'test' })
   const spares = createSpareHolds(
     { ledger: store.ledger, log, now: () => clock.now },
-    { max, idleMs, ttlMs: 900_000 },
+    { max, idleMs, ttlMs: 900_000, maxTotal },
   )
   opened.push(spares)
   const deps: MeteringDeps = { store, config, log, stats: createMeteringStats(), spares }
@@ -156,6 +156,29 @@ describe('holds taken ahead', () => {
     expect(t.spares.heldFor(account.id)).toBe(0n)
     await t.store.ledger.reserve(account.id, 'elsewhere-too', usd(1), t.clock.now, 60_000)
     await expect(admitRequest(t.deps, account, t.clock.now)).rejects.toMatchObject({ status: 402 })
+  })
+
+  it('are at most maxTotal on an instance, however many accounts are busy', async () => {
+    const s = await setup(10, 8, 60_000, 6)
+    const others = ['b1', 'b2', 'b3'].map((id) => ({ ...account, id, name: id }))
+    for (const other of others) await s.store.accounts.create(other, usd(10))
+    for (let round = 0; round < 6; round++) {
+      for (const who of [account, ...others]) await request(s, usd('0.01'), usd('0.001'), who)
+      const { holds } = s.spares.totals()
+      expect(holds).toBeLessThanOrEqual(6)
+      let reserved = 0n
+      for (const who of [account, ...others])
+        reserved += (await s.store.ledger.credits(who.id, s.clock.now)).reserved
+      expect(reserved).toBe(s.spares.totals().amount)
+    }
+    expect(s.spares.totals().holds).toBeGreaterThan(0)
+    // Given back, each account's: the instance's room comes back with them.
+    for (const who of [account, ...others]) await s.spares.giveBack(who.id)
+    expect(s.spares.totals()).toEqual({ holds: 0, amount: 0n })
+    s.clock.now += 2_000
+    for (let i = 0; i < 4; i++) await request(s, usd('0.01'), usd('0.001'))
+    expect(s.spares.totals().holds).toBeGreaterThan(0)
+    expect(s.spares.totals().holds).toBeLessThanOrEqual(6)
   })
 
   it('are not taken for a request with a per-minute limit or a key limit', async () => {
