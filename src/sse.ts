@@ -1,8 +1,8 @@
-import { createParser, type EventSourceMessage } from 'eventsource-parser'
+import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser'
 import { toErrorBody, toGatewayError } from './errors.ts'
 import type { Logger } from './logger.ts'
 
-// The only SSE framing code: upstream bytes → events, and Junction's chunks → bytes.
+// The only SSE framing code: upstream bytes → events (createSseParser), and Junction's chunks → bytes.
 
 export type SseEvent = EventSourceMessage
 
@@ -12,7 +12,7 @@ export type SseEvent = EventSourceMessage
  */
 export const MAX_SSE_EVENT_BYTES = 8 * 1024 * 1024
 
-/** What readSse throws when one event outgrows MAX_SSE_EVENT_BYTES. */
+/** What ends an upstream stream whose event outgrows MAX_SSE_EVENT_BYTES. */
 export class SseEventTooLargeError extends Error {
   constructor() {
     super(`stream event larger than ${MAX_SSE_EVENT_BYTES / 1024 / 1024} MiB`)
@@ -21,43 +21,23 @@ export class SseEventTooLargeError extends Error {
 }
 
 /**
- * Parses an SSE byte stream into events as they arrive (nothing is buffered beyond one event), yielding
- * the events completed by each piece of the body together, in order (often many: an upstream that
- * writes quickly sends several events per TCP read, and one await per piece instead of per event is
- * what keeps a stream's relay cheap). Pieces that complete no event yield nothing. An event over
- * MAX_SSE_EVENT_BYTES ends the iteration with a SseEventTooLargeError, after the events before it.
- * Unknown fields and a bad `retry` are ignored, as the SSE spec says. An upstream's stream is parsed
- * the same way by providers/exchange.ts as its pieces arrive; this reads any byte stream (a recorded
- * one, a client's view of the gateway's own).
+ * The SSE parser of every upstream stream (providers/exchange.ts feeds it as the body's pieces arrive):
+ * each complete event to `onEvent`; `onTooLarge` once an event outgrows MAX_SSE_EVENT_BYTES (the caller
+ * ends the stream with a SseEventTooLargeError). Unknown fields and a bad `retry` are ignored, as the SSE
+ * spec says; a last event without its blank line is never complete, so never handed over.
  */
-export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseEvent[]> {
-  let pending: SseEvent[] = []
-  let failure: Error | undefined
-  const parser = createParser({
+export function createSseParser(
+  onEvent: (event: SseEvent) => void,
+  onTooLarge: () => void,
+): EventSourceParser {
+  return createParser({
     maxBufferSize: MAX_SSE_EVENT_BYTES,
-    onEvent: (e) => pending.push(e),
+    onEvent,
     onError: (err) => {
       // https://html.spec.whatwg.org/multipage/server-sent-events.html#processField: "Otherwise: the field is ignored."
-      if (err.type === 'max-buffer-size-exceeded') failure = new SseEventTooLargeError()
+      if (err.type === 'max-buffer-size-exceeded') onTooLarge()
     },
   })
-  const decoder = new TextDecoder()
-  const take = (): SseEvent[] => {
-    const events = pending
-    pending = []
-    return events
-  }
-  for await (const bytes of body) {
-    parser.feed(typeof bytes === 'string' ? bytes : decoder.decode(bytes, { stream: true }))
-    if (failure) {
-      if (pending.length > 0) yield take()
-      throw failure
-    }
-    if (pending.length > 0) yield take()
-  }
-  parser.feed(decoder.decode())
-  // A last event without its blank line is incomplete: the spec says to drop it, and so do we.
-  if (pending.length > 0) yield take()
 }
 
 export const SSE_DONE = 'data: [DONE]\n\n'

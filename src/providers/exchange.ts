@@ -2,10 +2,10 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { Transform } from 'node:stream'
 import { TextDecoder } from 'node:util'
 import { brotliDecompress, gunzip, inflate, type InputType } from 'node:zlib'
-import { createParser, type EventSourceParser } from 'eventsource-parser'
+import type { EventSourceParser } from 'eventsource-parser'
 import { getGlobalDispatcher, type Dispatcher } from 'undici'
 import { UpstreamError } from '../errors.ts'
-import { MAX_SSE_EVENT_BYTES, SseEventTooLargeError, type SseEvent } from '../sse.ts'
+import { createSseParser, SseEventTooLargeError, type SseEvent } from '../sse.ts'
 import {
   describeEncoding,
   ERROR_TEXT_BYTES,
@@ -42,7 +42,7 @@ export interface ErrorAnswer {
 /** An upstream's answer read whole: a 2xx one's JSON, or an error answer. */
 export type JsonAnswer = { ok: true; status: number; headers: Headers; json: unknown } | ErrorAnswer
 
-/** A 2xx stream's events, in the batches each piece of its body completes (sse.ts `readSse`'s). */
+/** A 2xx stream's events, in batches: those parsed while the reader was busy go to it together. */
 export interface SseEvents extends AsyncIterableIterator<SseEvent[]> {
   /** Drops the upstream connection, unless the stream has ended: the caller is done with it. */
   close(): void
@@ -379,14 +379,10 @@ class SseExchange extends Exchange<SseAnswer & { ok: true }> implements SseEvent
   private pendingBytes = 0
 
   protected okStart(): void {
-    this.parser = createParser({
-      maxBufferSize: MAX_SSE_EVENT_BYTES,
-      onEvent: (e) => this.pending.push(e),
-      onError: (err) => {
-        // https://html.spec.whatwg.org/multipage/server-sent-events.html#processField: "Otherwise: the field is ignored."
-        if (err.type === 'max-buffer-size-exceeded') this.tooLarge = true
-      },
-    })
+    this.parser = createSseParser(
+      (e) => this.pending.push(e),
+      () => (this.tooLarge = true),
+    )
     this.decoder = new TextDecoder()
     if (this.coding !== '') {
       const inflater = streamDecoders[this.coding]!()

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { readSse } from '../../src/sse.ts'
+import { readSse } from './sse.ts'
 
 // Fixtures are upstream bytes exactly as the provider sends them, under test/fixtures/<protocol>/:
 // `readFixture('anthropic/text.sse')`.

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { pino } from 'pino'
 import { GatewayError } from '../../src/errors.ts'
-import { MAX_SSE_EVENT_BYTES, readSse, SSE_DONE, SseEventTooLargeError, writeSse } from '../../src/sse.ts'
+import { MAX_SSE_EVENT_BYTES, SSE_DONE, SseEventTooLargeError, writeSse } from '../../src/sse.ts'
+import { readSse } from '../support/sse.ts'
 
 async function collect(parts: string[]): Promise<{ event?: string; data: string }[]> {
   const out = []

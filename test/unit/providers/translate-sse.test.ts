@@ -2,7 +2,7 @@ import { Readable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.ts'
 import { createLogger } from '../../../src/logger.ts'
-import { readSse } from '../../../src/sse.ts'
+import { readSse } from '../../support/sse.ts'
 import {
   addUpstreamEvents,
   deltaChunk,
